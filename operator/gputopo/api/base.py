@@ -1,0 +1,29 @@
+"""The base model of every API type: camelCase on the wire, snake_case in Python."""
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+__all__ = ["ApiModel", "StatusModel"]
+
+
+class ApiModel(BaseModel):
+    """A part of a spec: unknown fields are errors, so a typo is reported with the field's name."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        validate_assignment=True,
+    )
+
+    def to_api(self) -> dict[str, Any]:
+        """The object as the API server stores it: camelCase keys, unset optional fields left out."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class StatusModel(ApiModel):
+    """A part of a status: written by gputopo, read back tolerantly (newer writers may add fields)."""
+
+    model_config = ConfigDict(extra="ignore")

@@ -1,0 +1,32 @@
+"""The API group, version and well-known names shared by the operator, the probe and the chart."""
+
+from typing import Final
+
+__all__ = [
+    "ANNOTATION_GPUS",
+    "ANNOTATION_PLACEMENT_GENERATION",
+    "FIELD_MANAGER_OPERATOR",
+    "FIELD_MANAGER_PROBE",
+    "GANG_GATE",
+    "GPU_RESOURCE",
+    "GROUP",
+    "LABEL_JOB",
+    "LABEL_RANK",
+    "VERSION",
+    "API_VERSION",
+]
+
+GROUP: Final = "gputopo.io"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+GANG_GATE: Final = "gputopo.io/gang"
+
+LABEL_JOB: Final = "gputopo.io/job"
+LABEL_RANK: Final = "gputopo.io/rank"
+ANNOTATION_GPUS: Final = "gputopo.io/gpus"
+ANNOTATION_PLACEMENT_GENERATION: Final = "gputopo.io/placement-generation"
+
+FIELD_MANAGER_PROBE: Final = "gputopo-probe"
+FIELD_MANAGER_OPERATOR: Final = "gputopo-operator"

@@ -1,0 +1,157 @@
+"""The NodeTopology resource: one per GPU node, written by the node probe, read by the operator."""
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from gputopo.api.base import StatusModel
+from gputopo.api.conditions import Condition
+from gputopo.api.group import API_VERSION
+
+__all__ = [
+    "GpuHealth",
+    "GpuHealthState",
+    "GpuStatus",
+    "LinkKind",
+    "LinkState",
+    "LinkStatus",
+    "NicAffinity",
+    "NicState",
+    "NicStatus",
+    "NodeTopology",
+    "NodeTopologyStatus",
+    "NvlinkInfo",
+    "PcieInfo",
+    "PodGpus",
+    "ProbeInfo",
+    "SystemInfo",
+]
+
+
+class LinkKind(StrEnum):
+    """How two GPUs (or a GPU and a NIC) reach each other, best first; the PCIe levels are nvidia-smi's."""
+
+    NVSWITCH = "NVSwitch"
+    NVLINK = "NVLink"
+    PIX = "PIX"
+    PXB = "PXB"
+    PHB = "PHB"
+    NODE = "NODE"
+    SYS = "SYS"
+
+
+class LinkState(StrEnum):
+    UP = "Up"
+    DEGRADED = "Degraded"
+    DOWN = "Down"
+
+
+class NicState(StrEnum):
+    UP = "Up"
+    DOWN = "Down"
+
+
+class GpuHealthState(StrEnum):
+    HEALTHY = "Healthy"
+    DEGRADED = "Degraded"
+    UNHEALTHY = "Unhealthy"
+
+
+class ProbeInfo(StatusModel):
+    version: str = ""
+    backend: str = Field(default="", description="nvml, fake or nvidia-smi")
+
+
+class SystemInfo(StatusModel):
+    driver_version: str = ""
+    cuda_driver_version: str = ""
+    gpu_direct_rdma: bool = Field(default=False, alias="gpuDirectRDMA")
+    nvswitch: bool = False
+
+
+class PcieInfo(StatusModel):
+    generation: int = Field(default=0, ge=0)
+    width: int = Field(default=0, ge=0)
+
+
+class NvlinkInfo(StatusModel):
+    version: int = Field(default=0, ge=0, description="NVLink generation (1-5), 0 without NVLink")
+    active_links: int = Field(default=0, ge=0)
+
+
+class GpuHealth(StatusModel):
+    state: GpuHealthState = GpuHealthState.HEALTHY
+    temperature_c: float | None = Field(default=None, alias="temperatureC")
+    throttle_reasons: list[str] = Field(default_factory=list)
+    xid: int | None = None
+    reason: str = ""
+
+
+class GpuStatus(StatusModel):
+    index: int = Field(ge=0)
+    uuid: str = ""
+    model: str = ""
+    architecture: str = ""
+    memory_mi_b: int = Field(default=0, ge=0, alias="memoryMiB")
+    pci_bus_id: str = ""
+    numa_node: int | None = None
+    pcie: PcieInfo = Field(default_factory=PcieInfo)
+    nvlink: NvlinkInfo = Field(default_factory=NvlinkInfo)
+    health: GpuHealth = Field(default_factory=GpuHealth)
+
+
+class LinkStatus(StatusModel):
+    a: int = Field(ge=0)
+    b: int = Field(ge=0)
+    kind: LinkKind
+    nvlinks: int = Field(default=0, ge=0)
+    bandwidth_g_bps: float = Field(default=0.0, ge=0, alias="bandwidthGBps")
+    state: LinkState = LinkState.UP
+
+
+class NicAffinity(StatusModel):
+    gpu: int = Field(ge=0)
+    kind: LinkKind
+
+
+class NicStatus(StatusModel):
+    name: str
+    link_layer: str = Field(default="InfiniBand", description="InfiniBand or Ethernet (RoCE)")
+    state: NicState = NicState.UP
+    rate_gbps: float = Field(default=0.0, ge=0)
+    numa_node: int | None = None
+    pci_bus_id: str = ""
+    gpu_affinity: list[NicAffinity] = Field(default_factory=list)
+
+
+class PodGpus(StatusModel):
+    """Which GPUs the kubelet's device manager gave a pod (from the PodResources API)."""
+
+    namespace: str
+    name: str
+    gpus: list[int] = Field(default_factory=list)
+
+
+class NodeTopologyStatus(StatusModel):
+    observed_at: datetime | None = None
+    probe: ProbeInfo = Field(default_factory=ProbeInfo)
+    system: SystemInfo = Field(default_factory=SystemInfo)
+    gpus: list[GpuStatus] = Field(default_factory=list)
+    links: list[LinkStatus] = Field(default_factory=list)
+    nics: list[NicStatus] = Field(default_factory=list)
+    pods: list[PodGpus] = Field(default_factory=list)
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class NodeTopology(StatusModel):
+    kind: ClassVar[str] = "NodeTopology"
+    plural: ClassVar[str] = "nodetopologies"
+    api_version: str = Field(default=API_VERSION, alias="apiVersion")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    status: NodeTopologyStatus = Field(default_factory=NodeTopologyStatus)
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name", ""))
