@@ -1,1 +1,41 @@
-"""gputopo.placement."""
+"""gputopo.placement: the pure gang placement engine and its contract."""
+
+from gputopo.placement.constraints import (
+    NodeSelectorOperator,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Taint,
+    TaintEffect,
+    Toleration,
+)
+from gputopo.placement.engine import place
+from gputopo.placement.types import (
+    DEFAULT_TIERS,
+    NodeInfo,
+    Placement,
+    Request,
+    Snapshot,
+    TierConfig,
+    TierLevel,
+    Unplaceable,
+    WorkerAssignment,
+)
+
+__all__ = [
+    "DEFAULT_TIERS",
+    "NodeInfo",
+    "NodeSelectorOperator",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "Placement",
+    "Request",
+    "Snapshot",
+    "Taint",
+    "TaintEffect",
+    "TierConfig",
+    "TierLevel",
+    "Toleration",
+    "Unplaceable",
+    "WorkerAssignment",
+    "place",
+]

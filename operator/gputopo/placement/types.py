@@ -1,0 +1,291 @@
+"""The placement contract: the cluster snapshot the engine reads, the request, and its result.
+
+A ``Snapshot`` is immutable. ``reserve``/``release`` hand back a new snapshot that shares everything that
+did not change (labels, tier domains, the per-node group cache), so the simulator and the operator's
+ledger can step through many decisions without copying 10,000 nodes' topologies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gputopo.api.trainingjob import IntraNode, TrainingJobSpec
+from gputopo.api.trainingjob import Placement as ApiPlacement
+from gputopo.api.trainingjob import WorkerPlacement as ApiWorkerPlacement
+from gputopo.placement.constraints import (
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Taint,
+    Toleration,
+)
+from gputopo.topology.model import Topology
+
+__all__ = [
+    "DEFAULT_TIERS",
+    "NodeInfo",
+    "Placement",
+    "Request",
+    "Snapshot",
+    "TierConfig",
+    "TierLevel",
+    "Unplaceable",
+    "WorkerAssignment",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """One GPU node as the engine sees it; ``used_gpus`` are held by pods or reserved by earlier plans."""
+
+    name: str
+    topology: Topology
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    schedulable: bool = True
+    ready: bool = True
+    used_gpus: frozenset[int] = frozenset()
+    driver_version: str = ""
+
+    @property
+    def free_gpus(self) -> frozenset[int]:
+        return frozenset(range(self.topology.gpu_count)) - self.used_gpus
+
+    @property
+    def gpu_model(self) -> str:
+        return self.topology.gpu_model
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class TierLevel:
+    """A node-label key naming a node's switch at one network tier, and that tier's oversubscription."""
+
+    label: str
+    oversubscription: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class TierConfig:
+    """Network tiers, lowest (closest to the nodes) first."""
+
+    levels: tuple[TierLevel, ...] = (
+        TierLevel("fabric.topograph.run/tier-0", 1.0),
+        TierLevel("fabric.topograph.run/tier-1", 2.0),
+    )
+
+    def __len__(self) -> int:
+        return len(self.levels)
+
+    def domains(self, node: NodeInfo) -> tuple[str, ...]:
+        """The node's switch at each tier; a node lacking a tier's label is alone in that tier."""
+        return tuple(node.labels.get(level.label) or f"node/{node.name}" for level in self.levels)
+
+
+DEFAULT_TIERS = TierConfig()
+
+
+class Snapshot:
+    """An immutable view of the GPU nodes for one placement decision."""
+
+    __slots__ = ("_cache", "_domains", "_index", "_nodes", "tiers")
+
+    def __init__(self, nodes: Iterable[NodeInfo], tiers: TierConfig = DEFAULT_TIERS) -> None:
+        self._nodes: tuple[NodeInfo, ...] = tuple(nodes)
+        self._index: dict[str, int] = {n.name: i for i, n in enumerate(self._nodes)}
+        if len(self._index) != len(self._nodes):
+            raise ValueError("node names in a snapshot must be unique")
+        self.tiers = tiers
+        self._domains: tuple[tuple[str, ...], ...] | None = None
+        # Derived data keyed on (topology identity, free set, …); valid across reserve/release.
+        self._cache: dict[Any, Any] = {}
+
+    @classmethod
+    def _derive(cls, parent: Snapshot, nodes: tuple[NodeInfo, ...]) -> Snapshot:
+        child = cls.__new__(cls)
+        child._nodes = nodes
+        child._index = parent._index
+        child.tiers = parent.tiers
+        child._domains = parent._domains
+        child._cache = parent._cache
+        return child
+
+    # -- queries --------------------------------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> tuple[NodeInfo, ...]:
+        return self._nodes
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __iter__(self) -> Iterator[NodeInfo]:
+        return iter(self._nodes)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index
+
+    def node(self, name: str) -> NodeInfo:
+        return self._nodes[self._index[name]]
+
+    def index_of(self, name: str) -> int:
+        return self._index[name]
+
+    @property
+    def domains(self) -> tuple[tuple[str, ...], ...]:
+        """Per node (in snapshot order), its switch at each tier, lowest first."""
+        if self._domains is None:
+            self._domains = tuple(self.tiers.domains(n) for n in self._nodes)
+        return self._domains
+
+    @property
+    def cache(self) -> dict[Any, Any]:
+        """Memo of derived, snapshot-independent data (group searches per node class)."""
+        return self._cache
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.topology.gpu_count for n in self._nodes)
+
+    @property
+    def used_gpus(self) -> int:
+        return sum(len(n.used_gpus) for n in self._nodes)
+
+    # -- changes (each returns a new Snapshot) ------------------------------------------------------------
+
+    def _with_gpus(self, placement: Placement, *, take: bool) -> Snapshot:
+        nodes = list(self._nodes)
+        for worker in placement.workers:
+            i = self._index[worker.node]
+            node = nodes[i]
+            gpus = frozenset(worker.gpus)
+            if take and gpus & node.used_gpus:
+                raise ValueError(f"{worker.node}: GPUs {sorted(gpus & node.used_gpus)} are already used")
+            used = node.used_gpus | gpus if take else node.used_gpus - gpus
+            nodes[i] = replace(node, used_gpus=used)
+        return Snapshot._derive(self, tuple(nodes))
+
+    def reserve(self, placement: Placement) -> Snapshot:
+        """The snapshot with the placement's GPUs taken."""
+        return self._with_gpus(placement, take=True)
+
+    def release(self, placement: Placement) -> Snapshot:
+        """The snapshot with the placement's GPUs given back (the undo of ``reserve``)."""
+        return self._with_gpus(placement, take=False)
+
+    def with_node(self, node: NodeInfo) -> Snapshot:
+        """The snapshot with one node replaced (same name), e.g. after a link went down."""
+        nodes = list(self._nodes)
+        nodes[self._index[node.name]] = node
+        child = Snapshot._derive(self, tuple(nodes))
+        if node.labels != self._nodes[self._index[node.name]].labels:
+            child._domains = None
+        return child
+
+
+def _terms(template_spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
+    affinity = (template_spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    return tuple(
+        tuple(NodeSelectorRequirement.from_dict(e) for e in term.get("matchExpressions") or ())
+        for term in required.get("nodeSelectorTerms") or ()
+    )
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a gang needs: ``workers`` times ``gpus_per_worker`` GPUs and where they may be."""
+
+    workers: int
+    gpus_per_worker: int
+    name: str = ""
+    intra_node: IntraNode = IntraNode.ANY
+    min_busbw_gbps: float = 0.0
+    required_tier: int | None = None
+    preferred_tier: int | None = None
+    gpu_model: str | None = None
+    same_model: bool = True
+    same_driver: bool = False
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity_terms: tuple[NodeSelectorTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+    @property
+    def total_gpus(self) -> int:
+        return self.workers * self.gpus_per_worker
+
+    @classmethod
+    def from_spec(cls, spec: TrainingJobSpec, *, name: str = "") -> Request:
+        pod: Mapping[str, Any] = spec.template.get("spec") or {}
+        topo = spec.topology
+        return cls(
+            workers=spec.workers,
+            gpus_per_worker=spec.gpus_per_worker,
+            name=name,
+            intra_node=topo.intra_node,
+            min_busbw_gbps=topo.min_bus_bandwidth_g_bps,
+            required_tier=topo.inter_node.required_tier,
+            preferred_tier=topo.inter_node.preferred_tier,
+            gpu_model=spec.gpu.model or None,
+            same_model=spec.gpu.same_model,
+            same_driver=spec.gpu.same_driver,
+            node_selector={str(k): str(v) for k, v in (pod.get("nodeSelector") or {}).items()},
+            affinity_terms=_terms(pod),
+            tolerations=tuple(Toleration.from_dict(t) for t in pod.get("tolerations") or ()),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerAssignment:
+    rank: int
+    node: str
+    gpus: tuple[int, ...]
+    nics: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where each rank runs, and the gang's estimated all-reduce bus bandwidth.
+
+    ``tier`` is the lowest network tier with one switch (``tier_domain``) above every node of the gang;
+    ``None`` when the gang spans the top tier.
+    """
+
+    workers: tuple[WorkerAssignment, ...]
+    busbw_gbps: float
+    bottleneck: str
+    tier: int | None = None
+    tier_domain: str | None = None
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(w.node for w in self.workers)
+
+    @property
+    def gpu_count(self) -> int:
+        return sum(len(w.gpus) for w in self.workers)
+
+    def to_api(self, generation: int = 0) -> ApiPlacement:
+        return ApiPlacement(
+            generation=generation,
+            estimatedBusBandwidthGBps=round(self.busbw_gbps, 3),
+            bottleneck=self.bottleneck,
+            workers=[
+                ApiWorkerPlacement(rank=w.rank, node=w.node, gpus=list(w.gpus), nics=list(w.nics))
+                for w in self.workers
+            ],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Unplaceable:
+    """Why a gang cannot be placed now, in words a user can act on; ``details`` add per-filter counts."""
+
+    reason: str
+    details: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return self.reason if not self.details else f"{self.reason} ({'; '.join(self.details)})"
