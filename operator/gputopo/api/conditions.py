@@ -35,9 +35,7 @@ def set_condition(
         replaced = True
         changed = old.status != new.status
         out.append(
-            new.model_copy(
-                update={"last_transition_time": stamp if changed else (old.last_transition_time or stamp)}
-            )
+            new.model_copy(update={"last_transition_time": stamp if changed else (old.last_transition_time or stamp)})
         )
     if not replaced:
         out.append(new.model_copy(update={"last_transition_time": stamp}))

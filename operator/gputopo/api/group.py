@@ -5,6 +5,7 @@ from typing import Final
 __all__ = [
     "ANNOTATION_GPUS",
     "ANNOTATION_PLACEMENT_GENERATION",
+    "API_VERSION",
     "FIELD_MANAGER_OPERATOR",
     "FIELD_MANAGER_PROBE",
     "GANG_GATE",
@@ -13,7 +14,6 @@ __all__ = [
     "LABEL_JOB",
     "LABEL_RANK",
     "VERSION",
-    "API_VERSION",
 ]
 
 GROUP: Final = "gputopo.io"

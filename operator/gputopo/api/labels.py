@@ -8,9 +8,9 @@ import re
 from typing import Final
 
 __all__ = [
+    "LABEL_GPUDIRECT_RDMA",
     "LABEL_GPU_COUNT",
     "LABEL_GPU_MODEL",
-    "LABEL_GPUDIRECT_RDMA",
     "LABEL_HEALTH",
     "LABEL_INTERCONNECT",
     "LABEL_NIC_COUNT",

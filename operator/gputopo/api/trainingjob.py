@@ -145,7 +145,7 @@ class TrainingJobSpec(ApiModel):
             "x-kubernetes-validations": [
                 {
                     "rule": "self.workers * self.gpusPerWorker <= 8192",
-                    "message": "a gang may hold at most 8192 GPUs (workers × gpusPerWorker)",
+                    "message": "a gang may hold at most 8192 GPUs (workers x gpusPerWorker)",
                 },
                 {
                     "rule": "!has(self.topology) || !has(self.topology.intraNode) "

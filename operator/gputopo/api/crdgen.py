@@ -1,0 +1,248 @@
+"""Generate the CustomResourceDefinitions in ``crds/`` from the pydantic models of this package.
+
+    python -m gputopo.api.crdgen --out crds          # write
+    python -m gputopo.api.crdgen --out crds --check  # exit 1 when the committed YAML has drifted
+
+Pydantic's JSON schema is turned into a structural OpenAPI v3 schema: references inlined, ``Optional``
+unwrapped, titles dropped, nested objects defaulted to ``{}`` so their own defaults apply, and the
+``x-kubernetes-validations`` (CEL) rules of the models kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from gputopo.api.group import GROUP, VERSION
+from gputopo.api.nodetopology import NodeTopologyStatus
+from gputopo.api.trainingjob import TrainingJobSpec, TrainingJobStatus
+
+__all__ = ["crds", "main", "render", "structural_schema"]
+
+_DROP = {"title", "additionalProperties"}
+
+# The part of a PodTemplateSpec the schema checks; the rest is kept as written and checked by the pod API.
+_POD_TEMPLATE: dict[str, Any] = {
+    "type": "object",
+    "description": "Pod template of every worker (a PodTemplateSpec).",
+    "required": ["spec"],
+    "properties": {
+        "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        "spec": {
+            "type": "object",
+            "required": ["containers"],
+            "x-kubernetes-preserve-unknown-fields": True,
+            "properties": {
+                "containers": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "required": ["name"],
+                        "x-kubernetes-preserve-unknown-fields": True,
+                        "properties": {"name": {"type": "string", "minLength": 1}},
+                    },
+                }
+            },
+        },
+    },
+}
+
+
+def structural_schema(model: type[BaseModel], *, defaults: bool) -> dict[str, Any]:
+    """The structural OpenAPI v3 schema of a pydantic model, as a CRD version schema wants it."""
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    defs: dict[str, Any] = raw.pop("$defs", {})
+    return _convert(raw, defs, defaults=defaults)
+
+
+def _convert(node: dict[str, Any], defs: dict[str, Any], *, defaults: bool) -> dict[str, Any]:
+    if node.get("x-gputopo-pod-template"):
+        return dict(_POD_TEMPLATE)
+    if "$ref" in node:
+        target = defs[node["$ref"].rsplit("/", 1)[-1]]
+        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        return _convert(merged, defs, defaults=defaults)
+    if "anyOf" in node:
+        options = [o for o in node["anyOf"] if o.get("type") != "null"]
+        if len(options) != 1:
+            raise ValueError(f"cannot express a union of {options} in a structural schema")
+        rest = {k: v for k, v in node.items() if k != "anyOf"}
+        return _convert({**options[0], **rest}, defs, defaults=defaults)
+
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROP:
+            continue
+        if key == "default" and (not defaults or value is None):
+            continue
+        if key == "properties":
+            out["properties"] = {
+                name: _property(prop, defs, defaults=defaults, required=name in node.get("required", ()))
+                for name, prop in value.items()
+            }
+        elif key == "items":
+            out["items"] = _convert(value, defs, defaults=defaults)
+        else:
+            out[key] = value
+    if out.get("type") == "object" and "properties" not in out:
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    return out
+
+
+def _property(prop: dict[str, Any], defs: dict[str, Any], *, defaults: bool, required: bool) -> dict[str, Any]:
+    converted = _convert(prop, defs, defaults=defaults)
+    nested_object = converted.get("type") == "object" and "properties" in converted
+    if defaults and nested_object and not required and "default" not in converted:
+        converted["default"] = {}
+    return converted
+
+
+def _columns() -> list[dict[str, Any]]:
+    return [
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        {"name": "Workers", "type": "integer", "jsonPath": ".spec.workers"},
+        {
+            "name": "GPUs",
+            "type": "integer",
+            "jsonPath": ".spec.gpusPerWorker",
+            "description": "GPUs per worker",
+        },
+        {
+            "name": "BusBW",
+            "type": "number",
+            "jsonPath": ".status.placement.estimatedBusBandwidthGBps",
+            "description": "Estimated all-reduce bus bandwidth of the placement, GB/s",
+        },
+        {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+
+
+def _crd(
+    *,
+    kind: str,
+    plural: str,
+    singular: str,
+    scope: str,
+    short_names: list[str],
+    properties: dict[str, Any],
+    columns: list[dict[str, Any]],
+    description: str,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "scope": scope,
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": singular,
+                "shortNames": short_names,
+                "categories": ["gputopo"],
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": columns,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": description,
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                **properties,
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def crds() -> dict[str, dict[str, Any]]:
+    """File name → CRD object, for every resource of the API."""
+    trainingjob = _crd(
+        kind="TrainingJob",
+        plural="trainingjobs",
+        singular="trainingjob",
+        scope="Namespaced",
+        short_names=["tj"],
+        description="A gang of training workers that gputopo places together on well-connected GPUs.",
+        properties={
+            "spec": {**structural_schema(TrainingJobSpec, defaults=True), "description": "What the job needs."},
+            "status": {
+                **structural_schema(TrainingJobStatus, defaults=False),
+                "description": "Where the job runs and how it is doing; written by the operator.",
+            },
+        },
+        columns=_columns(),
+    )
+    trainingjob["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["required"] = ["spec"]
+    nodetopology = _crd(
+        kind="NodeTopology",
+        plural="nodetopologies",
+        singular="nodetopology",
+        scope="Cluster",
+        short_names=["ntopo"],
+        description="The GPU interconnect of one node (name = node name); written by the node probe.",
+        properties={
+            "status": {
+                **structural_schema(NodeTopologyStatus, defaults=False),
+                "description": "Discovered GPUs, links, NICs and their health.",
+            }
+        },
+        columns=[
+            {"name": "GPUs", "type": "integer", "jsonPath": ".metadata.labels.gputopo\\.io/gpu\\.count"},
+            {"name": "Model", "type": "string", "jsonPath": ".status.gpus[0].model"},
+            {"name": "Observed", "type": "date", "jsonPath": ".status.observedAt"},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+    )
+    return {"trainingjobs.yaml": trainingjob, "nodetopologies.yaml": nodetopology}
+
+
+def render(crd: dict[str, Any]) -> str:
+    header = "# Generated from gputopo.api by `python -m gputopo.api.crdgen`; do not edit by hand.\n"
+    return header + yaml.safe_dump(crd, sort_keys=False, width=110, allow_unicode=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("crds"))
+    parser.add_argument("--check", action="store_true", help="fail when the files differ from the models")
+    args = parser.parse_args(argv)
+    drifted = []
+    for name, crd in crds().items():
+        path = args.out / name
+        text = render(crd)
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                drifted.append(str(path))
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {path}")
+    if drifted:
+        print(f"out of date: {', '.join(drifted)}; run python -m gputopo.api.crdgen --out {args.out}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

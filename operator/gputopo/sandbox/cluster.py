@@ -1,0 +1,290 @@
+"""The sandbox: a real local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)
+started by kwokctl's binary runtime from the pinned binaries, with kwok-simulated GPU nodes, the CRDs,
+fake node probes publishing NodeTopology, and optionally the operator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gputopo.api import crdgen
+from gputopo.sandbox import processes
+from gputopo.sandbox.binaries import KUBE_VERSION, Binaries, cache_root, find_binaries
+from gputopo.sandbox.errors import SandboxError
+from gputopo.sandbox.nodes import node_manifest
+from gputopo.sandbox.profiles import NodePlan, plan_nodes
+
+__all__ = ["DEFAULT_NAME", "Sandbox", "SandboxStatus"]
+
+DEFAULT_NAME = "gputopo"
+
+
+@dataclass
+class SandboxStatus:
+    name: str
+    running: bool
+    kubeconfig: Path
+    nodes: list[str] = field(default_factory=list)
+    profile: str = ""
+    probes: bool = False
+    operator: bool = False
+    server: str = ""
+
+
+def _log(message: str) -> None:
+    print(f"[sandbox] {message}", file=sys.stderr, flush=True)
+
+
+class Sandbox:
+    """One named local cluster; its files live under ``~/.cache/gputopo/sandbox/<name>``."""
+
+    def __init__(self, name: str = DEFAULT_NAME, root: Path | None = None) -> None:
+        self.name = name
+        self.dir = (root or cache_root() / "sandbox") / name
+        self.kubeconfig = self.dir / "kubeconfig"
+        self.fault_dir = self.dir / "faults"
+        self.nodes_file = self.dir / "nodes.yaml"
+        self.state_file = self.dir / "state.json"
+        self.log_dir = self.dir / "logs"
+        self._bins: Binaries | None = None
+
+    # -- plumbing -------------------------------------------------------------------------------------------
+
+    @property
+    def bins(self) -> Binaries:
+        if self._bins is None:
+            self._bins = find_binaries()
+        return self._bins
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, "KWOK_WORKDIR": str(self.dir / "kwok"), "KUBECONFIG": str(self.kubeconfig)}
+
+    def _kwokctl(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        argv = [str(self.bins.path("kwokctl")), "--name", self.name, *args]
+        proc = subprocess.run(argv, env=self._env(), capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise SandboxError(f"kwokctl {' '.join(args)} failed:\n{proc.stderr.strip() or proc.stdout.strip()}")
+        return proc
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120) -> str:
+        argv = [str(self.bins.kubectl), "--kubeconfig", str(self.kubeconfig), *args]
+        proc = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise SandboxError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc.stdout
+
+    def _state(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _save_state(self, **values: Any) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.state_file.write_text(json.dumps({**self._state(), **values}, indent=2))
+
+    def _pid_file(self, what: str) -> Path:
+        return self.dir / "pids" / f"{what}.pid"
+
+    def api_ready(self) -> bool:
+        if not self.kubeconfig.exists():
+            return False
+        try:
+            self.kubectl("get", "--raw", "/readyz", timeout=10)
+        except (SandboxError, subprocess.TimeoutExpired):
+            return False
+        return True
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+
+    def up(
+        self,
+        *,
+        nodes: int = 8,
+        profile: str = "mixed",
+        probes: bool = True,
+        operator: bool = False,
+        probe_interval: float = 1.0,
+        wait: float = 180.0,
+    ) -> SandboxStatus:
+        """Start (or reuse) the cluster with ``nodes`` simulated GPU nodes of ``profile``."""
+        plans = plan_nodes(profile, nodes)
+        state = self._state()
+        if self.api_ready():
+            if state.get("nodes") != nodes or state.get("profile") != profile:
+                raise SandboxError(
+                    f"sandbox {self.name!r} is already up with {state.get('nodes')} nodes of profile "
+                    f"{state.get('profile')!r}; run `gputopo sandbox down` first, or call up with the same "
+                    "--nodes and --profile to reuse it"
+                )
+            _log(f"reusing running sandbox {self.name!r} ({nodes} nodes, profile {profile})")
+        else:
+            self._start_cluster()
+        self._install_crds()
+        self._create_nodes(plans)
+        self._save_state(nodes=nodes, profile=profile, node_names=[p.name for p in plans])
+        if probes:
+            self.start_probes(plans, interval=probe_interval)
+            self.wait_for_topologies([p.name for p in plans], timeout=wait)
+        if operator:
+            self.start_operator()
+        _log(f"ready: export KUBECONFIG={self.kubeconfig}")
+        return self.status()
+
+    def _start_cluster(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        existing = self._kwokctl("get", "clusters", check=False).stdout.split()
+        if self.name in existing:
+            _log(f"starting stopped cluster {self.name!r}")
+            self._kwokctl("start", "cluster", "--wait", "3m")
+            return
+        config = self.dir / "kwokctl.yaml"
+        config.write_text(yaml.safe_dump(self._kwokctl_config(), sort_keys=False))
+        _log(f"creating cluster {self.name!r} (Kubernetes {KUBE_VERSION}, binary runtime) ...")
+        t0 = time.monotonic()
+        self._kwokctl(
+            "create", "cluster", "--runtime", "binary", "-c", str(config),
+            "--kubeconfig", str(self.kubeconfig), "--wait", "3m", "--quiet-pull",
+        )  # fmt: skip
+        _log(f"control plane up in {time.monotonic() - t0:.1f} s")
+
+    def _kwokctl_config(self) -> dict[str, Any]:
+        b = self.bins
+        return {
+            "kind": "KwokctlConfiguration",
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "options": {
+                "runtime": "binary",
+                "kubeVersion": KUBE_VERSION,
+                "securePort": True,
+                "kubeAuthorization": True,
+                "kubeAdmission": True,
+                "disableQPSLimits": True,
+                "etcdBinary": str(b.path("etcd")),
+                "kubeApiserverBinary": str(b.path("kube-apiserver")),
+                "kubeControllerManagerBinary": str(b.path("kube-controller-manager")),
+                "kubeSchedulerBinary": str(b.path("kube-scheduler")),
+                "kubectlBinary": str(b.kubectl),
+                "kwokControllerBinary": str(b.path("kwok")),
+            },
+            "componentsPatches": [
+                {
+                    # Let NotReady nodes be noticed within seconds, not minutes.
+                    "name": "kube-controller-manager",
+                    "extraArgs": [{"key": "node-monitor-grace-period", "value": "20s"}],
+                },
+            ],
+        }
+
+    def _crd_documents(self) -> str:
+        docs = [crdgen.render(crd) for crd in crdgen.crds().values()]
+        for parent in Path(__file__).resolve().parents:
+            extra = parent / "crds" / "kopf-peering.yaml"
+            if extra.is_file():
+                docs.append(extra.read_text())
+                break
+        return "\n---\n".join(docs)
+
+    def _install_crds(self) -> None:
+        self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=self._crd_documents())
+        self.kubectl(
+            "wait", "--for", "condition=Established", "--timeout", "60s",
+            "crd/trainingjobs.gputopo.io", "crd/nodetopologies.gputopo.io",
+        )  # fmt: skip
+
+    def _create_nodes(self, plans: Sequence[NodePlan]) -> None:
+        from gputopo.topology.catalog import load_node_type
+
+        manifests = []
+        farm: list[dict[str, Any]] = []
+        for plan in plans:
+            topology = load_node_type(plan.node_type)
+            manifests.append(node_manifest(plan, topology.gpu_count, topology.gpu_model))
+            farm.append({"node": plan.name, "topology": plan.node_type, "gpuModel": topology.gpu_model or None})
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": manifests}))
+        self.nodes_file.write_text(yaml.safe_dump({"nodes": farm}, sort_keys=False))
+        self.fault_dir.mkdir(parents=True, exist_ok=True)
+        _log(f"{len(plans)} simulated GPU nodes registered")
+
+    def start_probes(self, plans: Sequence[NodePlan] | None = None, *, interval: float = 1.0) -> None:
+        pid_file = self._pid_file("probe-farm")
+        if processes.alive(pid_file):
+            return
+        argv = [
+            sys.executable, "-m", "gputopo_probe.main", "farm",
+            "--nodes-file", str(self.nodes_file), "--kubeconfig", str(self.kubeconfig),
+            "--fault-dir", str(self.fault_dir), "--interval", str(interval), "--listen", "off",
+        ]  # fmt: skip
+        processes.start(argv, pid_file=pid_file, log_file=self.log_dir / "probe-farm.log")
+        _log(f"fake node probes started (log: {self.log_dir / 'probe-farm.log'})")
+
+    def start_operator(self, extra_env: dict[str, str] | None = None) -> None:
+        pid_file = self._pid_file("operator")
+        if processes.alive(pid_file):
+            return
+        argv = [sys.executable, "-m", "gputopo.controller.main"]
+        env = {"KUBECONFIG": str(self.kubeconfig), **(extra_env or {})}
+        processes.start(argv, pid_file=pid_file, log_file=self.log_dir / "operator.log", env=env)
+        _log(f"operator started (log: {self.log_dir / 'operator.log'})")
+
+    def stop_operator(self) -> bool:
+        return processes.stop(self._pid_file("operator"))
+
+    def wait_for_topologies(self, names: Sequence[str], *, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        missing: set[str] = set(names)
+        while time.monotonic() < deadline:
+            out = self.kubectl("get", "nodetopologies", "-o", "jsonpath={.items[*].metadata.name}", check=False)
+            missing = set(names) - set(out.split())
+            if not missing:
+                _log(f"NodeTopology published for all {len(names)} nodes")
+                return
+            if not processes.alive(self._pid_file("probe-farm")):
+                raise SandboxError(f"the probe farm exited; see {self.log_dir / 'probe-farm.log'}")
+            time.sleep(0.5)
+        raise SandboxError(
+            f"no NodeTopology after {timeout:.0f} s for {len(missing)} nodes (e.g. {sorted(missing)[:3]}); "
+            f"see {self.log_dir / 'probe-farm.log'}"
+        )
+
+    def status(self) -> SandboxStatus:
+        state = self._state()
+        running = self.api_ready()
+        server = ""
+        if self.kubeconfig.exists():
+            config = yaml.safe_load(self.kubeconfig.read_text()) or {}
+            clusters = config.get("clusters") or [{}]
+            server = str(clusters[0].get("cluster", {}).get("server", ""))
+        return SandboxStatus(
+            name=self.name,
+            running=running,
+            kubeconfig=self.kubeconfig,
+            nodes=list(state.get("node_names", [])),
+            profile=str(state.get("profile", "")),
+            probes=processes.alive(self._pid_file("probe-farm")),
+            operator=processes.alive(self._pid_file("operator")),
+            server=server,
+        )
+
+    def down(self) -> None:
+        for what in ("operator", "probe-farm"):
+            if processes.stop(self._pid_file(what)):
+                _log(f"stopped {what}")
+        if self.dir.exists():
+            existing = self._kwokctl("get", "clusters", check=False).stdout.split()
+            if self.name in existing:
+                self._kwokctl("delete", "cluster")
+                _log(f"deleted cluster {self.name!r}")
+        self.state_file.unlink(missing_ok=True)
+        self.kubeconfig.unlink(missing_ok=True)
