@@ -46,6 +46,5 @@ _INVALID = re.compile(r"[^A-Za-z0-9._-]+")
 
 def label_value(text: str) -> str:
     """Turn free text (a GPU product name, say) into a valid label value, as GPU Feature Discovery does."""
-    value = _INVALID.sub("-", text.strip().replace(" ", "-"))
-    value = value[:63].strip("-_.")
-    return value
+    value = _INVALID.sub("-", text.strip())
+    return value[:63].strip("-_.")
