@@ -1,23 +1,175 @@
-"""The gang placement engine: ``place(snapshot, request) -> Placement | Unplaceable``."""
+"""The gang placement engine: ``place(snapshot, request) -> Placement | Unplaceable``.
+
+1. Filter nodes (readiness, taints, selectors, affinity, GPU model) and split them by GPU model and
+   driver when the gang must be uniform.
+2. On each node class, take the best well-connected groups (``groups.node_offer``).
+3. For each network tier from the lowest, and each switch domain of that tier, find the highest bus
+   bandwidth θ such that the domain's nodes hold the gang with every node reaching θ (the gang figure is a
+   minimum over nodes, so a threshold search is exact given the offers).
+4. Keep the best domain: preferred tier first, then bus bandwidth, then the lowest tier, then best fit
+   (the fullest domain that holds the gang), so large free domains stay whole.
+5. Fill it: fullest lower-tier switches first, the last one best fit; ranks ordered by switch.
+"""
 
 from __future__ import annotations
 
-from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable, WorkerAssignment
+from collections import defaultdict
+from collections.abc import Sequence
 
-__all__ = ["place"]
+from gputopo.placement.explain import intra_words, refusal
+from gputopo.placement.filters import filter_nodes
+from gputopo.placement.gang import NodeShare, assemble
+from gputopo.placement.groups import Candidate, NodeOffer, node_offer
+from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable
+
+__all__ = ["candidates", "intra_words", "place"]
+
+_CLUSTER = "cluster"
+
+
+def candidates(snapshot: Snapshot, request: Request) -> tuple[list[list[Candidate]], tuple[str, ...]]:
+    """Nodes that can take at least one worker, split into uniform sets (model, driver)."""
+    result = filter_nodes(snapshot.nodes, request)
+    sets: dict[tuple[str, str], list[Candidate]] = defaultdict(list)
+    short = 0
+    for i in result.passed:
+        node = snapshot.nodes[i]
+        offer = node_offer(snapshot, node, request.gpus_per_worker, request.intra_node)
+        if offer.capacity == 0:
+            short += 1
+            continue
+        key = (
+            node.gpu_model if request.same_model else "",
+            node.driver_version if request.same_driver else "",
+        )
+        sets[key].append(Candidate(i, offer))
+    details = result.describe()
+    if short:
+        words = intra_words(request.intra_node)
+        details = (*details, f"{short} lack {request.gpus_per_worker} free healthy{words} GPUs")
+    return list(sets.values()), details
+
+
+def _values(offer: NodeOffer, factor: float) -> tuple[float, ...]:
+    return tuple(min(a, b / factor) for a, b in zip(offer.intra, offer.inter, strict=True))
+
+
+def _slots(values: tuple[float, ...], theta: float) -> int:
+    for m in range(len(values), 0, -1):
+        if values[m - 1] >= theta:
+            return m
+    return 0
+
+
+def _threshold(members: Sequence[tuple[Candidate, tuple[float, ...]]], workers: int) -> float | None:
+    """The highest θ at which the members hold ``workers`` workers, each node reaching θ."""
+    thetas = sorted({v for _, values in members for v in values})
+    lo, hi, found = 0, len(thetas) - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if sum(_slots(values, thetas[mid]) for _, values in members) >= workers:
+            found, lo = thetas[mid], mid + 1
+        else:
+            hi = mid - 1
+    return found
+
+
+def _fill(
+    snapshot: Snapshot,
+    members: Sequence[tuple[Candidate, tuple[float, ...]]],
+    tier: int,
+    theta: float,
+    workers: int,
+) -> list[NodeShare] | None:
+    subs: dict[tuple[str, ...], list[tuple[int, Candidate, tuple[float, ...]]]] = defaultdict(list)
+    for cand, values in members:
+        slots = _slots(values, theta)
+        if slots:
+            left = cand.offer.free - sum(g.bit_count() for g in cand.offer.groups[slots - 1])
+            subs[snapshot.domains[cand.node][:tier]].append((left, cand, values))
+    pools = []
+    for key, entries in subs.items():
+        entries.sort(key=lambda e: (e[0], e[1].node))
+        pools.append((sum(_slots(v, theta) for _, _, v in entries), key, entries))
+    shares: list[NodeShare] = []
+    need = workers
+    while need > 0 and pools:
+        fitting = [p for p in pools if p[0] >= need]
+        pool = min(fitting, key=lambda p: (p[0], p[1])) if fitting else max(pools, key=lambda p: (p[0], p[1]))
+        pools.remove(pool)
+        for _, cand, values in pool[2]:
+            if need == 0:
+                break
+            take = next((m for m in range(min(_slots(values, theta), need), 0, -1) if values[m - 1] >= theta), 0)
+            if take:
+                shares.append(NodeShare(cand.node, cand.offer.groups[take - 1]))
+                need -= take
+    return shares if need == 0 else None
+
+
+def _single_node(cands: Sequence[Candidate], workers: int) -> tuple[tuple[float, ...], list[NodeShare]] | None:
+    best: tuple[tuple[float, ...], list[NodeShare]] | None = None
+    for cand in cands:
+        offer = cand.offer
+        if offer.capacity >= workers:
+            left = offer.free - sum(g.bit_count() for g in offer.groups[workers - 1])
+            key = (round(offer.intra[workers - 1], 6), 0.0, -float(left), -float(cand.node))
+            if best is None or key > best[0]:
+                best = (key, [NodeShare(cand.node, offer.groups[workers - 1])])
+    return best
+
+
+def _solve(snapshot: Snapshot, request: Request, cands: Sequence[Candidate]) -> list[NodeShare] | None:
+    workers = request.workers
+    single = _single_node(cands, workers)
+    options: list[tuple[tuple[float, ...], int, float, list[tuple[Candidate, tuple[float, ...]]]]] = []
+    top = len(snapshot.tiers) if request.required_tier is None else min(request.required_tier, len(snapshot.tiers) - 1)
+    preferred = request.preferred_tier
+    if workers >= 2:
+        for tier in range(top + 1):
+            factor = snapshot.tiers.oversubscription(tier)
+            domains: dict[str, list[tuple[Candidate, tuple[float, ...]]]] = defaultdict(list)
+            for cand in cands:
+                name = snapshot.domains[cand.node][tier] if tier < len(snapshot.tiers) else _CLUSTER
+                domains[name].append((cand, _values(cand.offer, factor)))
+            for members in domains.values():
+                if len(members) < 2 or sum(c.offer.capacity for c, _ in members) < workers:
+                    continue
+                theta = _threshold(members, workers)
+                if theta is None:
+                    continue
+                free = sum(c.offer.free for c, _ in members)
+                ok = 1.0 if preferred is None or tier <= preferred else 0.0
+                options.append(((ok, round(theta, 6), -float(tier), -float(free)), tier, theta, members))
+    options.sort(key=lambda o: o[0], reverse=True)
+    if single is not None:
+        key = (1.0, *single[0])
+        if not options or key >= options[0][0]:
+            return single[1]
+    for _, tier, theta, members in options:
+        shares = _fill(snapshot, members, tier, theta, workers)
+        if shares is not None:
+            return shares
+    return single[1] if single is not None else None
 
 
 def place(snapshot: Snapshot, request: Request) -> Placement | Unplaceable:
-    """Place the whole gang or nothing (first version: first fit, lowest free GPU indices)."""
-    workers: list[WorkerAssignment] = []
-    for node in snapshot:
-        if len(workers) == request.workers:
-            break
-        if not (node.ready and node.schedulable):
+    """Place the whole gang or nothing."""
+    sets, details = candidates(snapshot, request)
+    best: Placement | None = None
+    for cands in sets:
+        shares = _solve(snapshot, request, cands)
+        if shares is None:
             continue
-        free = sorted(node.free_gpus)
-        if len(free) >= request.gpus_per_worker:
-            workers.append(WorkerAssignment(len(workers), node.name, tuple(free[: request.gpus_per_worker])))
-    if len(workers) < request.workers:
-        return Unplaceable(f"needs {request.workers} nodes with {request.gpus_per_worker} free GPUs")
-    return Placement(tuple(workers), 0.0, "unknown")
+        placement = assemble(snapshot, shares)
+        if best is None or placement.busbw_gbps > best.busbw_gbps:
+            best = placement
+    if best is None:
+        return refusal(snapshot, request, sets, details)
+    if best.busbw_gbps < request.min_busbw_gbps:
+        return Unplaceable(
+            f"the best placement reaches {best.busbw_gbps:.0f} GB/s, below the required "
+            f"{request.min_busbw_gbps:.0f} GB/s (limited by {best.bottleneck})",
+            details,
+        )
+    return best

@@ -76,9 +76,15 @@ class TierConfig:
         TierLevel("fabric.topograph.run/tier-0", 1.0),
         TierLevel("fabric.topograph.run/tier-1", 2.0),
     )
+    # Oversubscription a gang pays when its nodes share no switch of any configured tier.
+    beyond_top: float = 4.0
 
     def __len__(self) -> int:
         return len(self.levels)
+
+    def oversubscription(self, tier: int) -> float:
+        """The factor at ``tier``; ``len(self)`` stands for "spans the top tier"."""
+        return self.levels[tier].oversubscription if tier < len(self.levels) else self.beyond_top
 
     def domains(self, node: NodeInfo) -> tuple[str, ...]:
         """The node's switch at each tier; a node lacking a tier's label is alone in that tier."""
@@ -274,8 +280,7 @@ class Placement:
             estimatedBusBandwidthGBps=round(self.busbw_gbps, 3),
             bottleneck=self.bottleneck,
             workers=[
-                ApiWorkerPlacement(rank=w.rank, node=w.node, gpus=list(w.gpus), nics=list(w.nics))
-                for w in self.workers
+                ApiWorkerPlacement(rank=w.rank, node=w.node, gpus=list(w.gpus), nics=list(w.nics)) for w in self.workers
             ],
         )
 
