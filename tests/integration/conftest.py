@@ -5,48 +5,19 @@ GPUTOPO_KEEP_SANDBOX=1.
 
 from __future__ import annotations
 
-import json
 import os
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gputopo.sandbox import Sandbox, SandboxError
 from gputopo.sandbox.binaries import find_binaries
+from gputopo.sandbox.testing import SandboxHandle
 
 NAME = os.environ.get("GPUTOPO_TEST_SANDBOX", "gputopo-test")
 NODES = int(os.environ.get("GPUTOPO_TEST_NODES", "16"))
 PROFILE = os.environ.get("GPUTOPO_TEST_PROFILE", "mixed")
-
-
-@dataclass
-class SandboxHandle:
-    sandbox: Sandbox
-    kubeconfig: Path
-    nodes: list[str]
-    fault_dir: Path
-    bin_dir: Path
-
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
-        return self.sandbox.kubectl(*args, input=input, check=check)
-
-    def get_json(self, *args: str) -> Any:
-        return json.loads(self.kubectl("get", *args, "-o", "json"))
-
-    def wait_for(self, what: str, predicate: Callable[[], Any], timeout: float = 60.0, every: float = 0.25) -> Any:
-        """Poll ``predicate`` until it returns something truthy; fail with ``what`` at the deadline."""
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while time.monotonic() < deadline:
-            last = predicate()
-            if last:
-                return last
-            time.sleep(every)
-        pytest.fail(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,0 +1,145 @@
+"""The sandbox is a real platform: CRDs served by a real kube-apiserver, pods bound by a real kube-scheduler."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gputopo.sandbox import SandboxError
+from gputopo.sandbox.testing import SandboxHandle
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+NS = "platform-test"
+TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "pytorch"}]}}
+
+
+def job(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "gputopo.io/v1alpha1",
+        "kind": "TrainingJob",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"workers": 1, "gpusPerWorker": 8, "template": TEMPLATE, **spec},
+    }
+
+
+@pytest.fixture(scope="module")
+def ns(sandbox: SandboxHandle) -> Any:
+    sandbox.kubectl("create", "namespace", NS, check=False)
+    yield NS
+    sandbox.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+
+
+def test_crds_are_served(sandbox: SandboxHandle) -> None:
+    out = sandbox.kubectl("api-resources", "--api-group", "gputopo.io", "-o", "name")
+    assert set(out.split()) >= {"trainingjobs.gputopo.io", "nodetopologies.gputopo.io"}
+
+
+def test_simulated_nodes_carry_gpus(sandbox: SandboxHandle) -> None:
+    nodes = sandbox.get_json("nodes")["items"]
+    gpus = {n["metadata"]["name"]: n["status"]["allocatable"].get("nvidia.com/gpu") for n in nodes}
+    assert set(sandbox.nodes) <= set(gpus)
+    assert all(int(gpus[name]) >= 1 for name in sandbox.nodes)
+    tiers = {n["metadata"]["labels"].get("fabric.topograph.run/tier-0") for n in nodes}
+    assert len(tiers) > 1
+
+
+def test_examples_apply(sandbox: SandboxHandle, ns: str) -> None:
+    files = sorted(EXAMPLES.glob("*.yaml"))
+    assert files, "examples/ has no manifests"
+    for path in files:
+        out = sandbox.kubectl("apply", "--dry-run=server", "-n", ns, "-f", str(path))
+        assert "created" in out or "configured" in out, out
+
+
+INVALID = [
+    ("zero-workers", {"workers": 0}, "spec.workers"),
+    ("too-many-gpus", {"gpusPerWorker": 64}, "spec.gpusPerWorker"),
+    ("negative-restarts", {"failurePolicy": {"maxRestarts": -1}}, "spec.failurePolicy.maxRestarts"),
+    ("unknown-intra-node", {"topology": {"intraNode": "pcie-please"}}, "spec.topology.intraNode"),
+    (
+        "preferred-above-required",
+        {"workers": 4, "topology": {"interNode": {"requiredTier": 0, "preferredTier": 1}}},
+        "preferredTier must not be above requiredTier",
+    ),
+    ("gang-too-large", {"workers": 1024, "gpusPerWorker": 16}, "at most 8192 GPUs"),
+    ("nvlink-for-one-gpu", {"gpusPerWorker": 1, "topology": {"intraNode": "nvlink"}}, "spec.topology.intraNode"),
+    ("no-containers", {"template": {"spec": {"containers": []}}}, "spec.template.spec.containers"),
+]
+
+
+@pytest.mark.parametrize(("case", "spec", "message"), INVALID, ids=[c[0] for c in INVALID])
+def test_invalid_trainingjob_is_rejected(
+    sandbox: SandboxHandle, ns: str, case: str, spec: dict[str, Any], message: str
+) -> None:
+    manifest = json.dumps(job(f"bad-{case}", **spec))
+    with pytest.raises(SandboxError) as info:
+        sandbox.kubectl("apply", "-f", "-", input=manifest)
+    assert message in str(info.value)
+
+
+def test_missing_template_is_rejected(sandbox: SandboxHandle, ns: str) -> None:
+    manifest = job("no-template")
+    del manifest["spec"]["template"]
+    with pytest.raises(SandboxError, match=r"spec.template: Required value"):
+        sandbox.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+
+
+def test_printer_columns(sandbox: SandboxHandle, ns: str) -> None:
+    sandbox.kubectl("apply", "-f", "-", input=json.dumps(job("columns")))
+    header = sandbox.kubectl("get", "tj", "-n", ns).splitlines()[0].split()
+    assert header == ["NAME", "PHASE", "WORKERS", "GPUS", "BUSBW", "RESTARTS", "AGE"]
+    sandbox.kubectl("delete", "tj", "columns", "-n", ns)
+
+
+def test_defaults_are_applied_by_the_server(sandbox: SandboxHandle, ns: str) -> None:
+    created = json.loads(sandbox.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-",
+                                         input=json.dumps(job("defaults"))))  # fmt: skip
+    assert created["spec"]["failurePolicy"] == {
+        "onLinkFailure": "Reschedule",
+        "maxRestarts": 3,
+        "backoffSeconds": 10,
+        "gracePeriodSeconds": 30,
+        "cooldownSeconds": 30,
+    }
+    assert created["spec"]["topology"]["intraNode"] == "any"
+
+
+def test_explain(sandbox: SandboxHandle) -> None:
+    out = sandbox.kubectl("explain", "trainingjob.spec")
+    assert "gpusPerWorker" in out and "failurePolicy" in out
+
+
+def test_plain_gpu_pod_is_bound_and_running(sandbox: SandboxHandle, ns: str) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "plain-gpu", "namespace": ns},
+        "spec": {
+            "containers": [{"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
+    }
+    sandbox.kubectl("apply", "-f", "-", input=yaml.safe_dump(pod))
+
+    def running() -> Any:
+        got = sandbox.get_json("pod", "plain-gpu", "-n", ns)
+        return got if got["status"].get("phase") == "Running" else None
+
+    got = sandbox.wait_for("the GPU pod to run", running, timeout=60)
+    assert got["spec"]["nodeName"] in sandbox.nodes
+    events = sandbox.kubectl("get", "events", "-n", ns, "--field-selector", "involvedObject.name=plain-gpu")
+    assert "Scheduled" in events
+    sandbox.kubectl("delete", "pod", "plain-gpu", "-n", ns, "--grace-period=0", "--force", check=False)
+
+
+def test_kubectl_is_the_pinned_version(sandbox: SandboxHandle) -> None:
+    out = subprocess.run(
+        [str(sandbox.bin_dir / "kubectl"), "--kubeconfig", str(sandbox.kubeconfig), "version", "-o", "json"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    versions = json.loads(out)
+    assert versions["serverVersion"]["gitVersion"].startswith("v1.36")
