@@ -1,0 +1,145 @@
+"""The exact reference: the highest estimated bus bandwidth any valid placement of the gang reaches.
+
+Exhaustive, but decomposed so it stays cheap: a gang's figure is the minimum over its nodes of each node's
+value (its ring, or its NICs over the tier's oversubscription), so the optimum inside one switch domain is
+the highest θ at which the domain's nodes hold the gang with every node reaching θ. Per node class every
+subset of free GPUs that splits into valid groups is enumerated once; per domain θ is searched over the
+values those subsets reach. Nothing is greedy, so this is the optimum of the estimator over all
+placements (the tests check it against brute force on small clusters).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+
+from gputopo.api.trainingjob import IntraNode
+from gputopo.placement.estimate import SubsetTable, inter_node_gbps
+from gputopo.placement.filters import filter_nodes
+from gputopo.placement.groups import k_subsets, table_for, usable_mask
+from gputopo.placement.types import Request, Snapshot
+
+__all__ = ["NodeChoices", "node_choices", "optimum"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeChoices:
+    """For m = 1..: (intra, inter) of every GPU subset that splits into m valid groups."""
+
+    by_workers: tuple[tuple[tuple[float, float], ...], ...]
+    free: int
+
+
+def _splittable(table: SubsetTable, k: int, intra: IntraNode) -> dict[int, bool]:
+    @cache
+    def split(mask: int) -> bool:
+        if mask == 0:
+            return True
+        low = mask & -mask
+        rest = mask & ~low
+        return any(table.allowed(low | others, intra) and split(rest & ~others) for others in k_subsets(rest, k - 1))
+
+    return {mask: split(mask) for mask in range(1 << table.topology.gpu_count)}
+
+
+def node_choices(snapshot: Snapshot, table: SubsetTable, free: int, k: int, intra: IntraNode) -> NodeChoices:
+    key = ("exact", id(table.topology), free, k, intra)
+    found = snapshot.cache.get(key)
+    if isinstance(found, NodeChoices):
+        return found
+    splits_key = ("splits", id(table.topology), k, intra)
+    splits = snapshot.cache.get(splits_key)
+    if splits is None:
+        splits = snapshot.cache[splits_key] = _splittable(table, k, intra)
+    by_m: dict[int, set[tuple[float, float]]] = defaultdict(set)
+    sub = free
+    while sub:
+        size = sub.bit_count()
+        if size % k == 0 and splits[sub]:
+            gpus = [i for i in range(table.topology.gpu_count) if sub >> i & 1]
+            by_m[size // k].add((table.busbw[sub], inter_node_gbps(table.topology, gpus)[0]))
+        sub = (sub - 1) & free
+    top = max(by_m, default=0)
+    choices = NodeChoices(tuple(tuple(sorted(by_m[m])) for m in range(1, top + 1)), free.bit_count())
+    snapshot.cache[key] = choices
+    return choices
+
+
+def _values(choices: NodeChoices, factor: float) -> tuple[float, ...]:
+    """Per m, the best value a node reaches with m workers inside a multi-node gang."""
+    return tuple(max(min(a, b / factor) for a, b in pairs) if pairs else 0.0 for pairs in choices.by_workers)
+
+
+def _slots(values: tuple[float, ...], theta: float) -> int:
+    return max((m for m in range(1, len(values) + 1) if values[m - 1] >= theta), default=0)
+
+
+def _threshold(members: Sequence[tuple[float, ...]], workers: int) -> float | None:
+    thetas = sorted({v for values in members for v in values})
+    lo, hi, found = 0, len(thetas) - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        # A node may take fewer workers than its most; smaller subsets exist whenever larger ones do
+        # only if values are monotone, so count exactly: any m with value >= θ can be used.
+        if _holds(members, thetas[mid], workers):
+            found, lo = thetas[mid], mid + 1
+        else:
+            hi = mid - 1
+    return found
+
+
+def _holds(members: Sequence[tuple[float, ...]], theta: float, workers: int) -> bool:
+    """Whether some choice of per-node worker counts (each reaching θ) sums to exactly ``workers``."""
+    reachable = 1  # bit j set: j workers placeable
+    limit = (1 << (workers + 1)) - 1
+    for values in members:
+        options = [m for m in range(1, len(values) + 1) if values[m - 1] >= theta]
+        if not options:
+            continue
+        step = reachable
+        for m in options:
+            step |= reachable << m
+        reachable = step & limit
+        if reachable >> workers & 1:
+            return True
+    return bool(reachable >> workers & 1)
+
+
+def optimum(snapshot: Snapshot, request: Request) -> float | None:
+    """The best estimated bus bandwidth of any valid placement, or None when none exists."""
+    k, workers = request.gpus_per_worker, request.workers
+    result = filter_nodes(snapshot.nodes, request)
+    sets: dict[tuple[str, str], list[tuple[int, NodeChoices]]] = defaultdict(list)
+    for i in result.passed:
+        node = snapshot.nodes[i]
+        table = table_for(snapshot, node.topology)
+        choices = node_choices(snapshot, table, usable_mask(node, table), k, request.intra_node)
+        if choices.by_workers:
+            key = (node.gpu_model if request.same_model else "", node.driver_version if request.same_driver else "")
+            sets[key].append((i, choices))
+    best: float | None = None
+    tiers = len(snapshot.tiers)
+    top = tiers if request.required_tier is None else min(request.required_tier, tiers - 1)
+    for members in sets.values():
+        for _, choices in members:
+            if len(choices.by_workers) >= workers:
+                value = max(a for a, _ in choices.by_workers[workers - 1])
+                value = 0.0 if value == float("inf") else value
+                best = value if best is None else max(best, value)
+        if workers < 2:
+            continue
+        for tier in range(top + 1):
+            factor = snapshot.tiers.oversubscription(tier)
+            domains: dict[str, list[tuple[float, ...]]] = defaultdict(list)
+            for i, choices in members:
+                name = snapshot.domains[i][tier] if tier < tiers else "cluster"
+                domains[name].append(_values(choices, factor))
+            for values in domains.values():
+                if len(values) < 2:
+                    continue
+                theta = _threshold(values, workers)
+                if theta is not None and (best is None or theta > best):
+                    best = theta
+    return best

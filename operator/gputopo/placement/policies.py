@@ -1,0 +1,23 @@
+"""The placement policies by name, as the simulator and ``gputopo simulate --policy`` know them."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from gputopo.placement.engine import place
+from gputopo.placement.peers import place_local_nvlink, place_tier_binpack, place_topology_blind
+from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable
+
+__all__ = ["POLICIES", "Policy"]
+
+
+class Policy(Protocol):
+    def __call__(self, snapshot: Snapshot, request: Request, /) -> Placement | Unplaceable: ...
+
+
+POLICIES: dict[str, Policy] = {
+    "gputopo": place,
+    "topology-blind": place_topology_blind,
+    "tier-binpack": place_tier_binpack,
+    "local-nvlink": place_local_nvlink,
+}
