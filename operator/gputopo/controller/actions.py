@@ -1,0 +1,55 @@
+"""What one control-loop pass wants done to the cluster, per job, in the order the client does it.
+
+The status goes first: a pod is created only after the placement it belongs to is recorded, so an
+operator that dies between the two finds the plan on restart and finishes it instead of re-planning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from gputopo.api.trainingjob import TrainingJobStatus
+from gputopo.controller.facts import JobKey
+
+__all__ = ["EventNote", "JobActions", "PodDeletion"]
+
+
+@dataclass(frozen=True, slots=True)
+class EventNote:
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodDeletion:
+    name: str
+    grace_seconds: int
+
+
+@dataclass
+class JobActions:
+    job: JobKey
+    uid: str
+    status: TrainingJobStatus | None = None  # write when set (the whole status)
+    deletions: list[PodDeletion] = field(default_factory=list)
+    service: dict[str, Any] | None = None  # create if absent
+    pods: list[dict[str, Any]] = field(default_factory=list)  # create if absent
+    ungate: list[str] = field(default_factory=list)
+    events: list[EventNote] = field(default_factory=list)
+    delete_job: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.status is not None
+            or self.deletions
+            or self.service
+            or self.pods
+            or self.ungate
+            or self.events
+            or self.delete_job
+        )
+
+    def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        self.events.append(EventNote(type_, reason, message))

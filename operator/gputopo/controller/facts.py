@@ -1,0 +1,264 @@
+"""What the operator keeps of each watched object: small frozen facts parsed from raw bodies.
+
+The parsers never raise on odd data: a field that does not parse is read as absent, so one malformed
+object cannot stop the control loop. They are what the kopf indexes store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from gputopo.api.group import (
+    ANNOTATION_GPUS,
+    ANNOTATION_PLACEMENT_GENERATION,
+    GANG_GATE,
+    GPU_RESOURCE,
+    LABEL_JOB,
+    LABEL_RANK,
+)
+from gputopo.api.nodetopology import PodGpus
+from gputopo.api.trainingjob import TrainingJobSpec, TrainingJobStatus
+from gputopo.placement.constraints import Taint
+from gputopo.topology.model import Topology
+
+__all__ = [
+    "JobFacts",
+    "JobKey",
+    "NodeFacts",
+    "PodFacts",
+    "TopologyFacts",
+    "format_gpus",
+    "job_facts",
+    "node_facts",
+    "parse_gpus",
+    "parse_time",
+    "pod_facts",
+]
+
+JobKey = tuple[str, str]  # (namespace, name)
+
+
+def parse_time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+
+
+def parse_gpus(text: Any) -> tuple[int, ...] | None:
+    """``"0,1,2"`` → (0, 1, 2); anything else → None."""
+    if not isinstance(text, str):
+        return None
+    try:
+        gpus = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        return None
+    return gpus if all(g >= 0 for g in gpus) else None
+
+
+def format_gpus(gpus: tuple[int, ...] | list[int]) -> str:
+    return ",".join(str(g) for g in gpus)
+
+
+def _int(value: Any, default: int | None = None) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _quantity(value: Any) -> int:
+    """An integer resource quantity (GPUs are whole); anything else counts as 0."""
+    parsed = _int(value, 0)
+    return parsed if parsed and parsed > 0 else 0
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...] = ()
+    schedulable: bool = True
+    ready: bool = True
+    ready_since: datetime | None = None  # last transition of the Ready condition
+
+
+def node_facts(body: Mapping[str, Any]) -> NodeFacts:
+    meta, spec, status = _dict(body.get("metadata")), _dict(body.get("spec")), _dict(body.get("status"))
+    taints: list[Taint] = []
+    for raw in _list(spec.get("taints")):
+        try:
+            taints.append(Taint.from_dict(raw))
+        except (KeyError, TypeError, ValueError):
+            continue
+    ready, since = False, None
+    for cond in _list(status.get("conditions")):
+        cond = _dict(cond)
+        if cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
+            since = parse_time(cond.get("lastTransitionTime"))
+    return NodeFacts(
+        name=str(meta.get("name", "")),
+        labels={str(k): str(v) for k, v in _dict(meta.get("labels")).items()},
+        taints=tuple(taints),
+        schedulable=not spec.get("unschedulable", False),
+        ready=ready,
+        ready_since=since,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    """A pod that holds or wants GPUs, or belongs to a TrainingJob."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    node: str = ""
+    gpus_requested: int = 0
+    job: str | None = None  # the gputopo.io/job label
+    rank: int | None = None
+    owner_uid: str | None = None  # uid of the owning TrainingJob
+    planned_gpus: tuple[int, ...] | None = None
+    generation: int | None = None
+    phase: str = "Pending"
+    gated: bool = False
+    deleting: bool = False
+    unschedulable_since: datetime | None = None
+    created: datetime | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def holds_gpus(self) -> bool:
+        """Whether the pod keeps GPUs busy (a finished pod has given its devices back)."""
+        return not self.finished
+
+
+def _requested_gpus(spec: Mapping[str, Any]) -> int:
+    total = 0
+    for container in _list(spec.get("containers")):
+        resources = _dict(_dict(container).get("resources"))
+        limits, requests = _dict(resources.get("limits")), _dict(resources.get("requests"))
+        total += _quantity(limits.get(GPU_RESOURCE, requests.get(GPU_RESOURCE)))
+    return total
+
+
+def pod_facts(body: Mapping[str, Any]) -> PodFacts:
+    meta, spec, status = _dict(body.get("metadata")), _dict(body.get("spec")), _dict(body.get("status"))
+    labels, annotations = _dict(meta.get("labels")), _dict(meta.get("annotations"))
+    owner = next(
+        (
+            str(ref.get("uid"))
+            for ref in map(_dict, _list(meta.get("ownerReferences")))
+            if ref.get("kind") == "TrainingJob" and ref.get("uid")
+        ),
+        None,
+    )
+    unschedulable_since = None
+    for cond in map(_dict, _list(status.get("conditions"))):
+        if (cond.get("type"), cond.get("status"), cond.get("reason")) == ("PodScheduled", "False", "Unschedulable"):
+            unschedulable_since = parse_time(cond.get("lastTransitionTime"))
+    gates = {str(_dict(g).get("name")) for g in _list(spec.get("schedulingGates"))}
+    job = labels.get(LABEL_JOB)
+    return PodFacts(
+        namespace=str(meta.get("namespace", "default")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        node=str(spec.get("nodeName") or ""),
+        gpus_requested=_requested_gpus(spec),
+        job=str(job) if job else None,
+        rank=_int(labels.get(LABEL_RANK)),
+        owner_uid=owner,
+        planned_gpus=parse_gpus(annotations.get(ANNOTATION_GPUS)),
+        generation=_int(annotations.get(ANNOTATION_PLACEMENT_GENERATION)),
+        phase=str(status.get("phase") or "Pending"),
+        gated=GANG_GATE in gates,
+        deleting=bool(meta.get("deletionTimestamp")),
+        unschedulable_since=unschedulable_since,
+        created=parse_time(meta.get("creationTimestamp")),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyFacts:
+    """A NodeTopology as the operator uses it: the pure model, and which GPUs each pod really holds."""
+
+    name: str
+    topology: Topology | None  # None when the status could not be turned into a model
+    pods: tuple[PodGpus, ...] = ()
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """One TrainingJob; ``spec`` is None when the stored spec does not parse (``spec_error`` says why)."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    created: datetime | None
+    resource_version: str
+    spec: TrainingJobSpec | None
+    status: TrainingJobStatus
+    spec_error: str = ""
+    deleting: bool = False
+
+    @property
+    def key(self) -> JobKey:
+        return (self.namespace, self.name)
+
+
+def _errors(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err.get("loc", ())) or "spec"
+        parts.append(f"spec.{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def job_facts(body: Mapping[str, Any]) -> JobFacts:
+    meta = _dict(body.get("metadata"))
+    spec: TrainingJobSpec | None = None
+    error = ""
+    try:
+        spec = TrainingJobSpec.model_validate(_dict(body.get("spec")))
+    except ValidationError as exc:
+        error = _errors(exc)
+    try:
+        status = TrainingJobStatus.model_validate(_dict(body.get("status")))
+    except ValidationError:
+        status = TrainingJobStatus()  # a status we cannot read is rebuilt from the pods
+    return JobFacts(
+        namespace=str(meta.get("namespace", "default")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        generation=_int(meta.get("generation"), 1) or 1,
+        created=parse_time(meta.get("creationTimestamp")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        spec=spec,
+        status=status,
+        spec_error=error,
+        deleting=bool(meta.get("deletionTimestamp")),
+    )

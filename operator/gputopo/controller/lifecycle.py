@@ -1,0 +1,376 @@
+"""One job's step in a control-loop pass: from its status and its pods to actions (pure).
+
+Level-triggered: everything is worked out from what is observed now, so a restarted operator carries
+on where the last one stopped. The phases:
+
+  Pending ──placed──► Placing ──all pods bound and running──► Running ──all ranks succeed──► Succeeded
+     ▲                   │  └─ unschedulable too long ─► Pending          │
+     │                   └──────────────── fault / worker failure ────────┴─► Rescheduling ─► (re-placed)
+     └─ (queue)                                 restarts exhausted, deadline ──────────────► Failed
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from gputopo.api.conditions import Condition, set_condition
+from gputopo.api.trainingjob import JobPhase, Placement, TrainingJobSpec, TrainingJobStatus
+from gputopo.controller.actions import JobActions, PodDeletion
+from gputopo.controller.bandwidth import estimate_workers
+from gputopo.controller.facts import JobFacts, PodFacts
+from gputopo.controller.failure import Action, backoff_delay, decide, faults_under
+from gputopo.controller.pods import pod_manifest, pod_name, service_manifest
+from gputopo.controller.validation import problems
+from gputopo.controller.view import ClusterView
+from gputopo.placement.estimate import nearest_nics
+from gputopo.placement.types import TierConfig
+
+__all__ = ["Config", "JobStep", "Restart", "step"]
+
+TERMINAL = (JobPhase.SUCCEEDED, JobPhase.FAILED)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    tiers: TierConfig
+    unschedulable_timeout: float = 120.0
+    not_ready_grace: float = 40.0
+
+
+@dataclass(frozen=True, slots=True)
+class Restart:
+    reason: str
+
+
+@dataclass
+class JobStep:
+    actions: JobActions
+    status: TrainingJobStatus  # the status after this step (written when it differs)
+    wants_placement: bool = False
+    avoid_nodes: frozenset[str] = frozenset()
+    wake_at: datetime | None = None
+    restart: Restart | None = None
+    old_pods_left: bool = False
+    gpus_held: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
+
+    def wake(self, when: datetime) -> None:
+        self.wake_at = when if self.wake_at is None else min(self.wake_at, when)
+
+
+class _Step:
+    """Working state of one step: the job, the status being built, the actions being collected."""
+
+    def __init__(self, job: JobFacts, now: datetime) -> None:
+        self.job = job
+        self.now = now
+        self.status = job.status.model_copy(deep=True)
+        self.out = JobStep(JobActions(job.key, job.uid), self.status)
+        self.ours: list[PodFacts] = []
+
+    def condition(self, type_: str, status: bool, reason: str, message: str = "") -> bool:
+        """Set a condition; True when it changed (status, reason or message)."""
+        new = Condition(
+            type=type_,
+            status="True" if status else "False",
+            reason=reason,
+            message=message[:1024],
+            observed_generation=self.job.generation,
+        )
+        old = next((c for c in self.status.conditions if c.type == type_), None)
+        self.status.conditions = set_condition(self.status.conditions, new, self.now)
+        return old is None or (old.status, old.reason, old.message) != (new.status, new.reason, new.message)
+
+    def is_true(self, type_: str) -> bool:
+        return any(c.type == type_ and c.status == "True" for c in self.status.conditions)
+
+    def delete(self, pods: Sequence[PodFacts], grace: int) -> None:
+        for pod in pods:
+            if not pod.deleting:
+                self.out.actions.deletions.append(PodDeletion(pod.name, grace))
+
+    def finish(self, phase: JobPhase, reason: str, message: str) -> None:
+        self.status.phase = phase
+        self.status.completion_time = self.status.completion_time or self.now
+        kind = "Succeeded" if phase is JobPhase.SUCCEEDED else "Failed"
+        if self.condition(kind, True, reason, message):
+            self.out.actions.event("Normal" if phase is JobPhase.SUCCEEDED else "Warning", reason, message)
+        self.condition("Placed", False, reason, "the job has finished")
+
+    def clear_placement(self) -> None:
+        generation = self.status.placement.generation if self.status.placement else 0
+        self.status.placement = Placement(generation=generation)
+
+
+def _placed(status: TrainingJobStatus) -> Placement | None:
+    placement = status.placement
+    return placement if placement is not None and placement.workers else None
+
+
+def step(job: JobFacts, pods: Sequence[PodFacts], view: ClusterView, config: Config, now: datetime) -> JobStep:
+    s = _Step(job, now)
+    status, out = s.status, s.out
+    # Pods of an earlier job of the same name are not ours: the garbage collector may not have got to them.
+    strangers = [p for p in pods if p.owner_uid != job.uid]
+    ours = [p for p in pods if p.owner_uid == job.uid]
+    s.ours = ours
+    s.delete(strangers, 0)
+    out.gpus_held = [(p.node, p.planned_gpus) for p in ours if p.node and p.planned_gpus and p.holds_gpus]
+
+    if job.deleting:
+        return out
+    if status.phase in TERMINAL:
+        s.delete([p for p in ours if p.holds_gpus], 0)
+        ttl = job.spec.run_policy.ttl_seconds_after_finished if job.spec else None
+        if ttl is not None and status.completion_time is not None:
+            expiry = status.completion_time + timedelta(seconds=ttl)
+            if now >= expiry:
+                out.actions.delete_job = True
+            else:
+                out.wake(expiry)
+        return _done(s)
+
+    found = problems(job, config.tiers)
+    if found:
+        if s.condition("Invalid", True, "InvalidSpec", "; ".join(found)):
+            out.actions.event("Warning", "InvalidSpec", "; ".join(found))
+        if _placed(status) is None:
+            s.condition("Placed", False, "InvalidSpec", "fix the spec to queue the job")
+            return _done(s)
+    elif s.is_true("Invalid"):
+        s.condition("Invalid", False, "Valid", "")
+    spec = job.spec
+    assert spec is not None  # problems() reports a spec that does not parse
+
+    deadline = spec.run_policy.active_deadline_seconds
+    if deadline is not None and status.start_time is not None:
+        expiry = status.start_time + timedelta(seconds=deadline)
+        if now >= expiry:
+            s.delete([p for p in ours if p.holds_gpus], spec.failure_policy.grace_period_seconds)
+            s.finish(JobPhase.FAILED, "DeadlineExceeded", f"active for more than {deadline}s")
+            return _done(s)
+        out.wake(expiry)
+
+    placement = _placed(status)
+    ranks = {w.rank for w in placement.workers} if placement else set()
+    current = {
+        p.rank: p
+        for p in ours
+        if placement and p.rank is not None and p.generation == placement.generation and p.rank in ranks
+    }
+    old = [p for p in ours if p.rank not in current or current[p.rank] is not p]
+    out.old_pods_left = bool(old)
+    if old:
+        s.delete(old, _grace_for(old, view, spec))
+
+    if placement is None:
+        return _unplaced(s, spec, old)
+    return _placed_step(s, spec, placement, current, bool(old), view, config)
+
+
+def _grace_for(pods: Sequence[PodFacts], view: ClusterView, spec: TrainingJobSpec) -> int:
+    """No grace on nodes whose kubelet is gone (it would never finish the termination)."""
+    lost = any(p.node and (p.node not in view.nodes or not view.nodes[p.node].ready) for p in pods)
+    return 0 if lost else spec.failure_policy.grace_period_seconds
+
+
+def _unplaced(s: _Step, spec: TrainingJobSpec, old: Sequence[PodFacts]) -> JobStep:
+    status, out = s.status, s.out
+    if status.restarts > 0:
+        status.phase = JobPhase.RESCHEDULING
+        delay = backoff_delay(spec.failure_policy, status.restarts)
+        if status.last_restart_time is not None and delay > 0:
+            ready_at = status.last_restart_time + timedelta(seconds=delay)
+            if s.now < ready_at:
+                s.condition("Placed", False, "BackOff", f"re-placement {status.restarts} waits {delay:g}s")
+                out.wake(ready_at)
+                return _done(s)
+    else:
+        status.phase = JobPhase.PENDING
+    # The old gang may still be terminating: plan now, create the new pods once the names are free.
+    out.wants_placement = True
+    return _done(s)
+
+
+def _placed_step(
+    s: _Step,
+    spec: TrainingJobSpec,
+    placement: Placement,
+    current: dict[int, PodFacts],
+    old_left: bool,
+    view: ClusterView,
+    config: Config,
+) -> JobStep:
+    job, status, out, now = s.job, s.status, s.out, s.now
+    if old_left:
+        status.phase = JobPhase.RESCHEDULING if status.restarts else JobPhase.PLACING
+        s.condition("Placed", True, "WaitingForOldPods", "the previous gang is terminating")
+        return _with_faults(s, spec, placement, view, config)
+
+    missing = [w for w in placement.workers if w.rank not in current]
+    if missing and status.phase is JobPhase.RUNNING:
+        return _restart(s, spec, "WorkerLost", f"{pod_name(job.name, missing[0].rank)} disappeared", view, current)
+    if missing:
+        out.actions.service = service_manifest(job.name, job.namespace, job.uid, spec)
+        for worker in missing:
+            out.actions.pods.append(pod_manifest(job.name, job.namespace, job.uid, spec, placement, worker))
+        status.phase = JobPhase.PLACING
+        return _with_faults(s, spec, placement, view, config)
+
+    gang = [current[w.rank] for w in placement.workers]
+    failed = [p for p in gang if p.phase == "Failed"]
+    if failed:
+        return _restart(s, spec, "WorkerFailed", f"{failed[0].name} failed", view, current)
+    lost = [p for p in gang if p.deleting and not p.finished]
+    if lost:
+        return _restart(s, spec, "WorkerLost", f"{lost[0].name} is being deleted", view, current)
+    if all(p.phase == "Succeeded" for p in gang):
+        s.finish(JobPhase.SUCCEEDED, "AllWorkersSucceeded", f"{len(gang)} workers succeeded")
+        return _done(s)
+
+    gated = [p.name for p in gang if p.gated]
+    if gated:
+        out.actions.ungate = gated
+        status.phase = JobPhase.PLACING
+    elif all(p.node and p.phase in ("Running", "Succeeded") for p in gang):
+        if status.phase is not JobPhase.RUNNING:
+            out.actions.event("Normal", "Running", f"all {len(gang)} workers are running")
+        status.phase = JobPhase.RUNNING
+    else:
+        status.phase = JobPhase.PLACING
+        stuck = [p for p in gang if p.unschedulable_since is not None]
+        if stuck:
+            since = min(p.unschedulable_since for p in stuck if p.unschedulable_since)
+            expiry = since + timedelta(seconds=config.unschedulable_timeout)
+            if now >= expiry:
+                nodes = {w.node for w in placement.workers if current[w.rank] in stuck}
+                s.delete(gang, 0)
+                s.clear_placement()
+                status.phase = JobPhase.PENDING if not status.restarts else JobPhase.RESCHEDULING
+                message = f"{stuck[0].name} unschedulable for {config.unschedulable_timeout:g}s on " + ", ".join(
+                    sorted(nodes)
+                )
+                s.condition("Placed", False, "PlacementTimedOut", message)
+                out.actions.event("Warning", "PlacementTimedOut", message + "; planning again elsewhere")
+                out.avoid_nodes = frozenset(nodes)
+                return _done(s)
+            out.wake(expiry)
+    _follow_reality(s, placement, current, view, config)
+    return _with_faults(s, spec, placement, view, config)
+
+
+def _follow_reality(
+    s: _Step, placement: Placement, current: dict[int, PodFacts], view: ClusterView, config: Config
+) -> None:
+    """When the probe says a pod holds other GPUs than planned, the status follows the pod."""
+    changed: list[str] = []
+    workers = []
+    for worker in placement.workers:
+        pod = current.get(worker.rank)
+        real = view.real_gpus(pod.namespace, pod.name, pod.node) if pod and pod.node else None
+        if real is not None and real and sorted(real) != sorted(worker.gpus):
+            facts = view.topologies.get(pod.node) if pod else None
+            nics = list(worker.nics)
+            topology = facts.topology if facts is not None else None
+            if topology is not None and len(placement.workers) > 1 and all(g < topology.gpu_count for g in real):
+                nics = [n.name for n in nearest_nics(topology, real)]
+            changed.append(f"rank {worker.rank} on {worker.node} holds GPUs {list(real)}, planned {worker.gpus}")
+            worker = worker.model_copy(update={"gpus": list(real), "nics": nics})
+        workers.append(worker)
+    if not changed:
+        return
+    update: dict[str, object] = {"workers": workers}
+    estimate = estimate_workers(workers, view.topologies, view.nodes, config.tiers)
+    if estimate is not None:
+        update["estimated_bus_bandwidth_g_bps"] = round(estimate.busbw_gbps, 3)
+        update["bottleneck"] = estimate.bottleneck
+    s.status.placement = placement.model_copy(update=update)
+    s.out.actions.event("Normal", "GpusDiffer", "reality wins: " + "; ".join(changed))
+
+
+def _with_faults(s: _Step, spec: TrainingJobSpec, placement: Placement, view: ClusterView, config: Config) -> JobStep:
+    status, out, now = s.status, s.out, s.now
+    workers = (status.placement or placement).workers
+    faults, recheck = faults_under(workers, view.topologies, view.nodes, now, config.not_ready_grace)
+    if recheck is not None:
+        out.wake(recheck)
+
+    verdict = decide(
+        faults,
+        spec.failure_policy,
+        spec.topology.min_bus_bandwidth_g_bps,
+        status.restarts,
+        status.last_restart_time,
+        now,
+        lambda: estimate_workers(workers, view.topologies, view.nodes, config.tiers),
+    )
+    if verdict.action is Action.NONE:
+        if s.is_true("Degraded"):
+            s.condition("Degraded", False, "Recovered", "every part under the gang works")
+            recovered = estimate_workers(workers, view.topologies, view.nodes, config.tiers)
+            if recovered is not None and status.placement is not None:
+                status.placement.estimated_bus_bandwidth_g_bps = round(recovered.busbw_gbps, 3)
+                status.placement.bottleneck = recovered.bottleneck
+            out.actions.event("Normal", "Recovered", "every part under the gang works again")
+        return _done(s)
+    if verdict.action is Action.TOLERATE:
+        if s.condition("Degraded", True, verdict.reason, verdict.message):
+            out.actions.event("Warning", "Tolerated", verdict.message)
+        if verdict.estimate is not None and status.placement is not None:
+            status.placement.estimated_bus_bandwidth_g_bps = round(verdict.estimate.busbw_gbps, 3)
+            status.placement.bottleneck = verdict.estimate.bottleneck
+        return _done(s)
+    if verdict.action is Action.WAIT:
+        if s.condition("Degraded", True, verdict.reason, verdict.message):
+            out.actions.event("Warning", verdict.reason, verdict.message)
+        if verdict.not_before is not None:
+            out.wake(verdict.not_before)
+        return _done(s)
+    pods = [p for p in s.ours if p.holds_gpus]
+    if verdict.action is Action.FAIL:
+        s.delete(pods, spec.failure_policy.grace_period_seconds)
+        s.finish(JobPhase.FAILED, verdict.reason, verdict.message)
+        return _done(s)
+    # Reschedule: record the restart before touching the pods, so it is counted exactly once.
+    s.delete(pods, verdict.grace_seconds)
+    status.restarts += 1
+    status.last_restart_time = now
+    status.phase = JobPhase.RESCHEDULING
+    s.clear_placement()
+    s.condition("Degraded", True, verdict.reason, verdict.message)
+    s.condition("Placed", False, "Rescheduling", f"re-placing after {verdict.reason}: {verdict.message}")
+    out.actions.event("Warning", verdict.reason, f"re-placing the gang (restart {status.restarts}): {verdict.message}")
+    out.restart = Restart(verdict.reason)
+    return _done(s)
+
+
+def _restart(
+    s: _Step,
+    spec: TrainingJobSpec,
+    reason: str,
+    message: str,
+    view: ClusterView,
+    current: dict[int, PodFacts],
+) -> JobStep:
+    status, out = s.status, s.out
+    gang = list(current.values())
+    policy = spec.failure_policy
+    if status.restarts >= policy.max_restarts:
+        s.delete(gang, policy.grace_period_seconds)
+        s.finish(JobPhase.FAILED, reason, f"{message}; maxRestarts {policy.max_restarts} reached")
+        return _done(s)
+    s.delete(gang, _grace_for(gang, view, spec))
+    status.restarts += 1
+    status.last_restart_time = s.now
+    status.phase = JobPhase.RESCHEDULING
+    s.clear_placement()
+    s.condition("Placed", False, "Rescheduling", f"{reason}: {message}")
+    out.actions.event("Warning", reason, f"restarting the gang (restart {status.restarts}): {message}")
+    out.restart = Restart(reason)
+    return _done(s)
+
+
+def _done(s: _Step) -> JobStep:
+    s.status.observed_generation = s.job.generation
+    return s.out

@@ -1,0 +1,84 @@
+"""The placement queue: priority first, then age, with backfill of jobs that fit now.
+
+One pass over the queue places what fits against one snapshot, reserving each placement before trying
+the next job, so two plans of one pass never share a GPU. A job that does not fit does not stop smaller
+ones behind it (backfill), except that once the head of the queue has waited ``starvation_seconds``
+only jobs of at least its priority may go ahead of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from gputopo.controller.facts import JobKey
+from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable
+
+__all__ = ["Outcome", "QueuedJob", "drain", "order"]
+
+PlaceFn = Callable[[Snapshot, Request], Placement | Unplaceable]
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedJob:
+    job: JobKey
+    priority: int
+    queued_since: datetime  # creation time: a re-placed job keeps its place in line
+    request: Request
+    avoid_nodes: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    job: QueuedJob
+    result: Placement | Unplaceable
+    seconds: float = 0.0  # engine time
+
+
+def order(jobs: Iterable[QueuedJob]) -> list[QueuedJob]:
+    return sorted(jobs, key=lambda q: (-q.priority, q.queued_since, q.job))
+
+
+def _without(snapshot: Snapshot, nodes: frozenset[str]) -> Snapshot:
+    for name in nodes:
+        if name in snapshot:
+            snapshot = snapshot.with_node(replace(snapshot.node(name), schedulable=False))
+    return snapshot
+
+
+def drain(
+    snapshot: Snapshot,
+    jobs: Sequence[QueuedJob],
+    place: PlaceFn,
+    now: datetime,
+    starvation_seconds: float,
+    clock: Callable[[], float] | None = None,
+) -> tuple[list[Outcome], Snapshot]:
+    """Try every queued job in order; the snapshot returned has every placement of the pass reserved."""
+    outcomes: list[Outcome] = []
+    head: QueuedJob | None = None
+    for queued in order(jobs):
+        if head is not None:
+            starving = (now - head.queued_since).total_seconds() >= starvation_seconds
+            if starving and queued.priority < head.priority:
+                outcomes.append(
+                    Outcome(
+                        queued,
+                        Unplaceable(
+                            f"waiting behind {head.job[1]} (priority {head.priority}), "
+                            f"queued {int((now - head.queued_since).total_seconds())}s"
+                        ),
+                    )
+                )
+                continue
+        view = _without(snapshot, queued.avoid_nodes) if queued.avoid_nodes else snapshot
+        start = clock() if clock else 0.0
+        result = place(view, queued.request)
+        spent = (clock() - start) if clock else 0.0
+        if isinstance(result, Placement):
+            snapshot = snapshot.reserve(result)
+        elif head is None:
+            head = queued
+        outcomes.append(Outcome(queued, result, spent))
+    return outcomes, snapshot

@@ -1,0 +1,174 @@
+"""One pass of the control loop over every job (pure): step each job, then drain the placement queue.
+
+Input is what the indexes and the ledger hold; output is the actions per job, the plans to hold in the
+ledger, and when to look again. Nothing here talks to the API or reads the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from gputopo.api.conditions import Condition, set_condition
+from gputopo.api.trainingjob import JobPhase, TrainingJobSpec, TrainingJobStatus
+from gputopo.controller.actions import JobActions
+from gputopo.controller.facts import JobFacts, JobKey, PodFacts
+from gputopo.controller.ledger import PlannedGang
+from gputopo.controller.lifecycle import TERMINAL, Config, JobStep, step
+from gputopo.controller.pods import pod_manifest, service_manifest
+from gputopo.controller.quarantine import Quarantine
+from gputopo.controller.queue import Outcome, PlaceFn, QueuedJob, drain
+from gputopo.controller.view import ClusterView, build_snapshot
+from gputopo.placement.types import Placement, Request
+
+__all__ = ["Pass", "planned_from_status", "run_pass"]
+
+
+@dataclass
+class Pass:
+    actions: list[JobActions] = field(default_factory=list)
+    reservations: list[PlannedGang] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+    avoid: dict[JobKey, frozenset[str]] = field(default_factory=dict)
+    restarts: list[str] = field(default_factory=list)  # reasons, for the metrics
+    phases: dict[str, int] = field(default_factory=dict)
+    queue_length: int = 0
+    wake_at: datetime | None = None
+    visible: dict[JobKey, int | None] = field(default_factory=dict)  # for Ledger.prune
+
+
+def planned_from_status(statuses: Iterable[tuple[JobKey, TrainingJobStatus]]) -> list[PlannedGang]:
+    """The plans of active jobs as their statuses record them."""
+    plans = []
+    for key, status in statuses:
+        placement = status.placement
+        if status.phase in TERMINAL or placement is None or not placement.workers:
+            continue
+        workers = tuple((w.node, tuple(w.gpus)) for w in placement.workers)
+        plans.append(PlannedGang(key, placement.generation, workers))
+    return plans
+
+
+def _visible_generation(job: JobFacts, pods: Sequence[PodFacts]) -> int | None:
+    placement = job.status.placement
+    if placement is None or not placement.workers:
+        return None
+    ranks = {p.rank for p in pods if p.generation == placement.generation and p.owner_uid == job.uid}
+    return placement.generation if all(w.rank in ranks for w in placement.workers) else None
+
+
+def _placed_status(step_: JobStep, placement: Placement, now: datetime) -> None:
+    status = step_.status
+    generation = (status.placement.generation if status.placement else 0) + 1
+    status.placement = placement.to_api(generation=generation)
+    status.phase = JobPhase.RESCHEDULING if step_.old_pods_left else JobPhase.PLACING
+    status.start_time = status.start_time or now
+
+
+def run_pass(
+    jobs: Mapping[JobKey, JobFacts],
+    job_pods: Mapping[JobKey, Sequence[PodFacts]],
+    view: ClusterView,
+    ledger: Iterable[PlannedGang],
+    avoid: Mapping[JobKey, frozenset[str]],
+    config: Config,
+    now: datetime,
+    place: PlaceFn,
+    quarantine: Quarantine | None = None,
+    starvation_seconds: float = 300.0,
+    clock: Callable[[], float] | None = None,
+) -> Pass:
+    out = Pass()
+    steps: dict[JobKey, JobStep] = {}
+    queued: list[QueuedJob] = []
+    for key in sorted(jobs):
+        job = jobs[key]
+        pods = job_pods.get(key, ())
+        result = step(job, pods, view, config, now)
+        steps[key] = result
+        if job.status.phase not in TERMINAL:
+            out.visible[key] = _visible_generation(job, pods)
+        if result.avoid_nodes:
+            out.avoid[key] = result.avoid_nodes
+        if result.restart is not None:
+            out.restarts.append(result.restart.reason)
+        if result.wake_at is not None:
+            out.wake_at = result.wake_at if out.wake_at is None else min(out.wake_at, result.wake_at)
+        if result.wants_placement and job.spec is not None:
+            queued.append(
+                QueuedJob(
+                    key,
+                    job.spec.priority,
+                    job.created or now,
+                    Request.from_spec(job.spec, name=job.name),
+                    avoid.get(key, frozenset()) | result.avoid_nodes,
+                )
+            )
+
+    if queued:
+        plans = [*ledger, *planned_from_status((k, s.status) for k, s in steps.items())]
+        snapshot = build_snapshot(view, plans, config.tiers, quarantine, now)
+        outcomes, _ = drain(snapshot, queued, place, now, starvation_seconds, clock)
+        out.outcomes = outcomes
+        for outcome in outcomes:
+            _apply_outcome(jobs[outcome.job.job], steps[outcome.job.job], outcome, now, out)
+
+    for key, result in steps.items():
+        phase = str(result.status.phase)
+        out.phases[phase] = out.phases.get(phase, 0) + 1
+        if result.status != jobs[key].status:
+            result.actions.status = result.status
+        if result.actions:
+            out.actions.append(result.actions)
+    return out
+
+
+def _apply_outcome(job: JobFacts, step_: JobStep, outcome: Outcome, now: datetime, out: Pass) -> None:
+    spec: TrainingJobSpec | None = job.spec
+    assert spec is not None
+    result = outcome.result
+    actions = step_.actions
+    status = step_.status
+    if not isinstance(result, Placement):
+        out.queue_length += 1
+        message = str(result)
+        reason = "Unplaceable" if not status.restarts else "WaitingForCapacity"
+        old = next((c for c in status.conditions if c.type == "Placed"), None)
+        status.conditions = set_condition(
+            status.conditions,
+            Condition(
+                type="Placed",
+                status="False",
+                reason=reason,
+                message=message[:1024],
+                observed_generation=job.generation,
+            ),
+            now,
+        )
+        if old is None or old.message != message[:1024]:
+            actions.event("Normal", reason, message)
+        return
+    _placed_status(step_, result, now)
+    placement = status.placement
+    assert placement is not None
+    nodes = sorted({w.node for w in placement.workers})
+    message = (
+        f"{len(placement.workers)} workers on {', '.join(nodes[:8])}{' …' if len(nodes) > 8 else ''}: "
+        f"estimated bus bandwidth {placement.estimated_bus_bandwidth_g_bps:.1f} GB/s, "
+        f"bottleneck {placement.bottleneck}"
+    )
+    status.conditions = set_condition(
+        status.conditions,
+        Condition(type="Placed", status="True", reason="Placed", message=message, observed_generation=job.generation),
+        now,
+    )
+    actions.event("Normal", "Placed", f"generation {placement.generation}: {message}")
+    out.reservations.append(
+        PlannedGang(job.key, placement.generation, tuple((w.node, tuple(w.gpus)) for w in placement.workers), now)
+    )
+    if not step_.old_pods_left:
+        actions.service = service_manifest(job.name, job.namespace, job.uid, spec)
+        actions.pods = [
+            pod_manifest(job.name, job.namespace, job.uid, spec, placement, worker) for worker in placement.workers
+        ]

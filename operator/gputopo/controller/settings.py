@@ -1,0 +1,111 @@
+"""Operator settings from the environment (``GPUTOPO_*``), which the chart fills from its ConfigMap.
+
+Lists are comma-separated (``GPUTOPO_NAMESPACES=team-a,team-b``) or JSON. Every timeout is in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from gputopo.placement.types import TierConfig, TierLevel
+
+__all__ = ["OperatorSettings"]
+
+CommaList = Annotated[list[str], NoDecode]
+FloatList = Annotated[list[float], NoDecode]
+
+
+def _split(value: Any) -> Any:
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            return json.loads(text)
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return value
+
+
+class OperatorSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="GPUTOPO_", extra="ignore", frozen=True)
+
+    # -- what to watch ------------------------------------------------------------------------------------
+    namespaces: CommaList = Field(
+        default_factory=list, description="Namespaces whose TrainingJobs to reconcile; empty: all."
+    )
+    operator_namespace: str = Field(default="default", description="Where the operator's ConfigMap lives.")
+    config_map: str = Field(
+        default="gputopo-operator", description="The operator's ConfigMap; its daemon runs the control loop."
+    )
+
+    # -- the network --------------------------------------------------------------------------------------
+    tier_labels: CommaList = Field(
+        default_factory=lambda: ["fabric.topograph.run/tier-0", "fabric.topograph.run/tier-1"],
+        description="Node labels naming a node's switch at each network tier, lowest first.",
+    )
+    tier_oversubscription: FloatList = Field(
+        default_factory=lambda: [1.0, 2.0], description="Oversubscription of each tier, same order."
+    )
+
+    # -- timeouts -----------------------------------------------------------------------------------------
+    unschedulable_timeout_seconds: float = Field(
+        default=120.0, gt=0, description="A gated-off pod still unschedulable after this re-plans its job."
+    )
+    node_not_ready_grace_seconds: float = Field(
+        default=40.0, ge=0, description="A Node NotReady for longer than this fails the gangs on it."
+    )
+    quarantine_seconds: float = Field(
+        default=60.0, ge=0, description="A link, NIC or GPU seen failing is avoided by new plans this long."
+    )
+    starvation_seconds: float = Field(
+        default=300.0, gt=0, description="After the queue head waited this long, lower priorities stop backfilling."
+    )
+    resync_seconds: float = Field(default=2.0, gt=0, description="Control-loop period without events.")
+    settle_seconds: float = Field(
+        default=0.02, ge=0, description="Events arriving this close together are handled in one pass."
+    )
+    api_concurrency: int = Field(default=32, ge=1, le=256, description="API requests in flight at once.")
+
+    # -- peering, probes, observability --------------------------------------------------------------------
+    peering_name: str = Field(default="gputopo", description="KopfPeering / ClusterKopfPeering object name.")
+    standalone: bool = Field(default=False, description="Run without peering (single replica, tests).")
+    priority: int | None = Field(default=None, description="Peering priority; random when unset.")
+    identity: str | None = Field(default=None, description="Peering identity; set it to the pod name.")
+    peering_lifetime_seconds: int = Field(default=30, ge=5, description="When a silent peer counts as dead.")
+    metrics_port: int = Field(default=9090, ge=0, le=65535, description="Prometheus /metrics; 0 disables.")
+    liveness_port: int = Field(default=8080, ge=0, le=65535, description="kopf liveness /healthz; 0 disables.")
+    log_format: str = Field(default="json", pattern="^(json|plain|full)$")
+
+    @field_validator("namespaces", "tier_labels", "tier_oversubscription", mode="before")
+    @classmethod
+    def _lists(cls, value: Any) -> Any:
+        return _split(value)
+
+    @model_validator(mode="after")
+    def _tiers_match(self) -> OperatorSettings:
+        if len(self.tier_oversubscription) not in (0, len(self.tier_labels)):
+            raise ValueError("tier_oversubscription needs one value per tier label")
+        if any(x < 1.0 for x in self.tier_oversubscription):
+            raise ValueError("oversubscription is at least 1.0")
+        return self
+
+    @property
+    def clusterwide(self) -> bool:
+        return not self.namespaces
+
+    @property
+    def watched_namespaces(self) -> list[str]:
+        """The job namespaces plus the operator's own (its ConfigMap carries the control loop)."""
+        if self.clusterwide:
+            return []
+        return sorted({*self.namespaces, self.operator_namespace})
+
+    def watches(self, namespace: str) -> bool:
+        return self.clusterwide or namespace in self.namespaces
+
+    @property
+    def tiers(self) -> TierConfig:
+        over = self.tier_oversubscription or [1.0] * len(self.tier_labels)
+        return TierConfig(tuple(TierLevel(label, x) for label, x in zip(self.tier_labels, over, strict=True)))

@@ -1,0 +1,76 @@
+"""What the CRD schema and its CEL rules cannot say about a TrainingJob; each problem in plain words.
+
+The schema checks each field; these checks need the job's name, the operator's settings, or the pod
+template's semantics. A job with problems gets ``Invalid=True`` and waits for a fixed spec.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gputopo.api.group import GPU_RESOURCE
+from gputopo.api.trainingjob import TrainingJobSpec
+from gputopo.controller.facts import JobFacts
+from gputopo.placement.types import Request, TierConfig
+
+__all__ = ["problems"]
+
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_MAX_LABEL = 63
+
+
+def _gpus_in_template(spec: TrainingJobSpec) -> int | None:
+    total, seen = 0, False
+    for container in (spec.template.get("spec") or {}).get("containers") or []:
+        resources: dict[str, Any] = (container.get("resources") or {}) if isinstance(container, dict) else {}
+        for part in ("limits", "requests"):
+            value = (resources.get(part) or {}).get(GPU_RESOURCE)
+            if value is not None:
+                seen = True
+                try:
+                    total += int(value)
+                except (TypeError, ValueError):
+                    return -1
+                break
+    return total if seen else None
+
+
+def problems(job: JobFacts, tiers: TierConfig) -> list[str]:
+    if job.spec is None:
+        return [job.spec_error or "spec does not parse"]
+    spec = job.spec
+    found: list[str] = []
+    if not _DNS_1035.match(job.name):
+        found.append(
+            f"name {job.name!r} must be a DNS-1035 label (lower case letters, digits, '-', starting with a "
+            "letter): it names the gang's headless Service"
+        )
+    longest = f"{job.name}-{spec.workers - 1}"
+    if len(longest) > _MAX_LABEL:
+        found.append(f"pod hostname {longest!r} would be longer than {_MAX_LABEL} characters; shorten the name")
+    pod: dict[str, Any] = spec.template.get("spec") or {}
+    if pod.get("restartPolicy") == "Always":
+        found.append("template.spec.restartPolicy Always would never let a worker finish; use Never or OnFailure")
+    if pod.get("nodeName"):
+        found.append("template.spec.nodeName is set; gputopo chooses the nodes")
+    if pod.get("schedulingGates"):
+        found.append("template.spec.schedulingGates is set; gputopo gates the gang itself")
+    requested = _gpus_in_template(spec)
+    if requested is not None and requested != spec.gpus_per_worker:
+        found.append(
+            f"the template's containers request {requested if requested >= 0 else 'a non-integer count of'} "
+            f"{GPU_RESOURCE} but gpusPerWorker is {spec.gpus_per_worker}"
+        )
+    inter = spec.topology.inter_node
+    for field, tier in (("requiredTier", inter.required_tier), ("preferredTier", inter.preferred_tier)):
+        if tier is not None and tier >= len(tiers):
+            found.append(
+                f"topology.interNode.{field} {tier} names a tier this cluster does not have "
+                f"(the operator knows tiers 0..{len(tiers) - 1})"
+            )
+    try:
+        Request.from_spec(spec, name=job.name)
+    except (KeyError, TypeError, ValueError) as exc:
+        found.append(f"template.spec affinity or tolerations do not parse: {exc}")
+    return found

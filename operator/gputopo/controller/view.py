@@ -1,0 +1,101 @@
+"""The cluster view: indexed facts turned into the placement engine's ``Snapshot``.
+
+A GPU counts as used when any of these says so, reality first:
+  1. the node's probe reports a pod holding it (``NodeTopology.status.pods``);
+  2. one of gputopo's pods is bound to the node with it planned (annotation);
+  3. a pod gputopo does not own is bound to the node and requests GPUs the probe has not attributed —
+     it gets the highest free indices, so the count is right even when the indices are unknown;
+  4. a plan of an active job, from its status or from the ledger, holds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from gputopo.controller.facts import NodeFacts, PodFacts, TopologyFacts
+from gputopo.controller.ledger import PlannedGang
+from gputopo.controller.quarantine import Quarantine
+from gputopo.placement.types import NodeInfo, Snapshot, TierConfig
+
+__all__ = ["ClusterView", "build_snapshot", "used_gpus"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """The facts one control-loop pass works from."""
+
+    topologies: Mapping[str, TopologyFacts]
+    nodes: Mapping[str, NodeFacts]
+    pods: tuple[PodFacts, ...]  # pods holding or wanting GPUs, gputopo's and others'
+
+    def real_gpus(self, namespace: str, name: str, node: str) -> tuple[int, ...] | None:
+        """The GPUs the probe on ``node`` says the pod holds, or None when it has not said."""
+        facts = self.topologies.get(node)
+        if facts is None:
+            return None
+        for entry in facts.pods:
+            if entry.namespace == namespace and entry.name == name:
+                return tuple(entry.gpus)
+        return None
+
+
+def used_gpus(view: ClusterView, planned: Iterable[PlannedGang]) -> dict[str, frozenset[int]]:
+    """Per node, the GPU indices held or planned."""
+    used: dict[str, set[int]] = {}
+    attributed: set[tuple[str, str]] = set()
+    for name, facts in view.topologies.items():
+        for entry in facts.pods:
+            used.setdefault(name, set()).update(entry.gpus)
+            attributed.add((entry.namespace, entry.name))
+    unknown: dict[str, int] = {}
+    for pod in view.pods:
+        if not pod.node or not pod.holds_gpus or (pod.namespace, pod.name) in attributed:
+            continue
+        if pod.job is not None and pod.planned_gpus is not None:
+            used.setdefault(pod.node, set()).update(pod.planned_gpus)
+        elif pod.gpus_requested:
+            unknown[pod.node] = unknown.get(pod.node, 0) + pod.gpus_requested
+    for plan in planned:
+        for node, gpus in plan.workers:
+            used.setdefault(node, set()).update(gpus)
+    for node, count in unknown.items():
+        known = view.topologies.get(node)
+        total = known.topology.gpu_count if known is not None and known.topology is not None else 0
+        taken = used.setdefault(node, set())
+        for gpu in sorted(set(range(total)) - taken, reverse=True)[:count]:
+            taken.add(gpu)
+    return {node: frozenset(gpus) for node, gpus in used.items()}
+
+
+def build_snapshot(
+    view: ClusterView,
+    planned: Iterable[PlannedGang],
+    tiers: TierConfig,
+    quarantine: Quarantine | None = None,
+    now: datetime | None = None,
+) -> Snapshot:
+    """GPU nodes that have both a Node and a readable NodeTopology, in name order."""
+    used = used_gpus(view, planned)
+    infos: list[NodeInfo] = []
+    for name in sorted(view.topologies):
+        facts, node = view.topologies[name], view.nodes.get(name)
+        if node is None or facts.topology is None:
+            continue
+        topology = facts.topology
+        if quarantine is not None and now is not None:
+            topology = quarantine.mask(name, topology, now)
+        infos.append(
+            NodeInfo(
+                name=name,
+                topology=topology,
+                labels=node.labels,
+                taints=node.taints,
+                schedulable=node.schedulable,
+                ready=node.ready,
+                used_gpus=frozenset(g for g in used.get(name, frozenset()) if g < topology.gpu_count),
+                driver_version=topology.system.driver_version,
+            )
+        )
+    return Snapshot(infos, tiers)
