@@ -1,9 +1,102 @@
-"""`gputopo simulate`."""
+"""`gputopo simulate`: replay a trace against a cluster under several policies and compare them."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
 
 import typer
+import yaml
+from rich.progress import Progress, TaskID
 
-__all__ = ["register"]
+from gputopo.cli.plan import load_cluster
+from gputopo.placement.cluster_file import snapshot_to_data, trace_from_data, trace_to_data
+from gputopo.placement.generate import generate_cluster, generate_trace
+from gputopo.placement.policies import POLICIES
+from gputopo.placement.simulation import simulate
+
+__all__ = ["plot_quality", "register"]
+
+
+def plot_quality(summaries: dict[str, dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(summaries)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.bar(names, [summaries[n]["mean_busbw_GBps"] or 0 for n in names], color="tab:blue")
+    left.set_ylabel("mean estimated bus bandwidth (GB/s)")
+    right.bar(names, [summaries[n]["ratio_to_optimal"] or 0 for n in names], color="tab:green")
+    right.set_ylabel("ratio to exact optimum")
+    right.set_ylim(0, 1.05)
+    for ax in (left, right):
+        ax.tick_params(axis="x", rotation=20)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(
+    cluster: Path | None = typer.Option(None, "--cluster", help="Cluster snapshot file."),
+    trace: Path | None = typer.Option(None, "--trace", help="Trace file (jobs with arrival and duration)."),
+    policy: str = typer.Option(",".join(POLICIES), "--policy", help="Comma-separated policies."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    plot: Path | None = typer.Option(None, "--plot", help="Write a PNG of quality per policy."),
+    exact: bool = typer.Option(True, "--exact/--no-exact", help="Compute the exact optimum per job."),
+    generate_cluster_nodes: int = typer.Option(
+        0, "--generate-cluster", help="Write a generated cluster of N nodes to --cluster and exit."
+    ),
+    generate_trace_jobs: int = typer.Option(
+        0, "--generate-trace", help="Write a generated trace of N jobs to --trace and exit."
+    ),
+    used_share: float = typer.Option(0.3, "--used-share", help="Share of GPUs already used in a generated cluster."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Replay job arrivals and departures against a cluster per policy."""
+    if generate_cluster_nodes or generate_trace_jobs:
+        if generate_cluster_nodes and cluster:
+            snap = generate_cluster(random.Random(seed), generate_cluster_nodes, used_share=used_share)
+            cluster.write_text(yaml.safe_dump(snapshot_to_data(snap), sort_keys=False))
+        if generate_trace_jobs and trace:
+            jobs = generate_trace(random.Random(seed + 1), generate_trace_jobs)
+            trace.write_text(yaml.safe_dump(trace_to_data(jobs), sort_keys=False))
+        return
+    if cluster is None or trace is None:
+        raise typer.BadParameter("--cluster and --trace are required")
+    names = [p.strip() for p in policy.split(",") if p.strip()]
+    unknown = [n for n in names if n not in POLICIES]
+    if unknown:
+        raise typer.BadParameter(f"unknown policies {unknown}; known: {', '.join(POLICIES)}")
+    snapshot = load_cluster(cluster)
+    jobs = trace_from_data(yaml.safe_load(trace.read_text()))
+    summaries: dict[str, dict[str, Any]] = {}
+    with Progress(transient=True, disable=as_json or len(jobs) < 50) as progress:
+        for name in names:
+            task = progress.add_task(name, total=2 * len(jobs))
+
+            def advance(done: int, _total: int, task: TaskID = task) -> None:
+                progress.update(task, completed=done)
+
+            report = simulate(snapshot, jobs, name, POLICIES[name], exact=exact, on_event=advance)
+            summaries[name] = report.summary()
+    if plot:
+        plot_quality(summaries, plot)
+    if as_json:
+        typer.echo(json.dumps({"policies": summaries}))
+        return
+    for name, s in summaries.items():
+        ratio = s["ratio_to_optimal"]
+        typer.echo(
+            f"{name:<16} mean {s['mean_busbw_GBps'] or 0:7.1f} GB/s  median {s['median_busbw_GBps'] or 0:7.1f}  "
+            f"ratio {ratio if ratio is None else round(ratio, 3)}  one-tier {s['share_multi_node_in_one_tier']}  "
+            f"util {s['gpu_utilisation']:.2f}  wait {s['mean_wait_s']:.0f}s  frag {s['mean_fragmentation']:.2f}"
+        )
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the `gputopo` app."""
+    app.command("simulate")(run)
