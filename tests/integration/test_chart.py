@@ -184,8 +184,13 @@ def test_server_side_dry_run_accepts_the_rendered_chart(sandbox: SandboxHandle) 
     finally:
         sandbox.kubectl("delete", "namespace", ns, "--wait=false", check=False)
     applied = {line.split()[0] for line in out.splitlines() if line.strip()}
-    for kind in ("deployment.apps", "daemonset.apps", "validatingadmissionpolicy.admissionregistration.k8s.io",
-                 "customresourcedefinition.apiextensions.k8s.io", "clusterrole.rbac.authorization.k8s.io"):
+    for kind in (
+        "deployment.apps",
+        "daemonset.apps",
+        "validatingadmissionpolicy.admissionregistration.k8s.io",
+        "customresourcedefinition.apiextensions.k8s.io",
+        "clusterrole.rbac.authorization.k8s.io",
+    ):
         assert any(a.startswith(kind + "/") for a in applied), f"{kind} missing from: {out}"
 
 
@@ -198,8 +203,9 @@ def test_operator_pod_passes_pod_security_restricted(sandbox: SandboxHandle) -> 
         spec = {**template["spec"], "serviceAccountName": "default"}
         spec.pop("affinity", None)
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "operator-psa", "namespace": ns}, "spec": spec}
-        sandbox.wait_for("the default ServiceAccount", lambda: sandbox.kubectl("get", "sa", "default", "-n", ns,
-                                                                                check=False))
+        sandbox.wait_for(
+            "the default ServiceAccount", lambda: sandbox.kubectl("get", "sa", "default", "-n", ns, check=False)
+        )
         proc = subprocess.run(
             [str(sandbox.bin_dir / "kubectl"), "--kubeconfig", str(sandbox.kubeconfig), "create", "--dry-run=server",
              "-f", "-"], input=json.dumps(pod), capture_output=True, text=True,
@@ -370,6 +376,7 @@ def probe_on_a(release: SandboxHandle, nodes: tuple[str, str], tmp_path_factory:
     """Clients for a probe pod on node A: the CoreV1 and the custom-objects API."""
     client = client_for(release, bound_token(release, PROBE, nodes[0]), tmp_path_factory.mktemp("probe"))
     core = kubernetes.client.CoreV1Api(client)
+
     # The policy takes effect once the API server's admission informers see it: wait for the first refusal.
     def refused() -> bool:
         try:
