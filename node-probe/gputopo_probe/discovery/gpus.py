@@ -1,0 +1,53 @@
+"""Per-GPU and per-system facts from NVML (plus the host NUMA node from sysfs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gputopo.topology.model import Gpu, SystemFacts
+from gputopo_probe.discovery.sysfs import Sysfs
+from gputopo_probe.nvml import ARCHITECTURES, Nvml, normalise_bus_id
+
+__all__ = ["read_gpu", "read_system"]
+
+_MIB = 1024 * 1024
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def read_system(nvml: Nvml, *, nvswitch: bool, gpudirect_rdma: bool) -> SystemFacts:
+    driver = _text(nvml.optional("nvmlSystemGetDriverVersion", default=""))
+    cuda = nvml.optional("nvmlSystemGetCudaDriverVersion", default=0)
+    cuda_text = f"{cuda // 1000}.{(cuda % 1000) // 10}" if isinstance(cuda, int) and cuda > 0 else ""
+    return SystemFacts(
+        driver_version=driver, cuda_driver_version=cuda_text, nvswitch=nvswitch, gpudirect_rdma=gpudirect_rdma
+    )
+
+
+def read_gpu(nvml: Nvml, sysfs: Sysfs, index: int, handle: Any, nvlink_version: int) -> Gpu:
+    """One GPU's facts; a field NVML does not support stays at its empty value."""
+    pci = nvml.call("nvmlDeviceGetPciInfo", handle)
+    bus_id = normalise_bus_id(pci.busId)
+    arch = nvml.optional("nvmlDeviceGetArchitecture", handle, default=None)
+    memory = nvml.optional("nvmlDeviceGetMemoryInfo", handle, default=None)
+    numa: int | None = None
+    device_dir = sysfs.pci_device(bus_id) if bus_id else None
+    if device_dir is not None and device_dir.exists():
+        numa = sysfs.numa_node(device_dir)
+    if numa is None:  # Grace-class hosts, where the GPU itself is a NUMA node
+        value = nvml.optional("nvmlDeviceGetNumaNodeId", handle, default=None)
+        numa = value if isinstance(value, int) and value >= 0 else None
+    return Gpu(
+        index=index,
+        uuid=_text(nvml.call("nvmlDeviceGetUUID", handle)),
+        model=_text(nvml.optional("nvmlDeviceGetName", handle, default="")),
+        architecture=ARCHITECTURES.get(arch, "") if isinstance(arch, int) else "",
+        memory_mib=int(memory.total) // _MIB if memory is not None else 0,
+        pci_bus_id=bus_id,
+        numa_node=numa,
+        pcie_generation=int(nvml.optional("nvmlDeviceGetMaxPcieLinkGeneration", handle, default=0)),
+        pcie_width=int(nvml.optional("nvmlDeviceGetMaxPcieLinkWidth", handle, default=0)),
+        nvlink_version=nvlink_version,
+    )

@@ -1,0 +1,154 @@
+"""sysfs readers: PCI device paths and NUMA nodes, RDMA NICs under class/infiniband, GPUDirect RDMA.
+
+Every path is under ``root`` (``/sys`` on a node, a temporary tree in tests), so the same code reads both.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from gputopo_probe.errors import SysfsError
+from gputopo_probe.pcie import PciPath
+
+__all__ = [
+    "NVSWITCH_PCI_CLASS",
+    "NicPort",
+    "Sysfs",
+    "parse_rate_gbps",
+    "parse_state",
+]
+
+NVSWITCH_PCI_CLASS: Final = 0x068000
+_GDR_MARKERS: Final = (
+    "kernel/mm/memory_peers/nv_mem/version",
+    "kernel/mm/memory_peers/nv_mem_nc/version",
+    "module/nvidia_peermem/version",
+)
+
+
+def parse_state(text: str) -> str:
+    """``4: ACTIVE`` -> ``ACTIVE``; ``5: LinkUp`` -> ``LinkUp``."""
+    return text.partition(":")[2].strip() if ":" in text else text.strip()
+
+
+def parse_rate_gbps(text: str) -> float:
+    """``400 Gb/sec (4X NDR)`` -> 400.0; unreadable -> 0."""
+    head = text.strip().split(" ", 1)[0]
+    try:
+        return float(head)
+    except ValueError:
+        return 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class NicPort:
+    """One RDMA device's first usable port as sysfs shows it."""
+
+    name: str
+    port: int
+    state: str
+    phys_state: str
+    rate_gbps: float
+    link_layer: str
+    pci: PciPath | None
+
+    @property
+    def active(self) -> bool:
+        return self.state == "ACTIVE" and self.phys_state == "LinkUp"
+
+
+class Sysfs:
+    def __init__(self, root: str | Path = "/sys") -> None:
+        self.root = Path(root)
+
+    def _read(self, path: Path) -> str:
+        try:
+            with open(path, encoding="ascii", errors="replace") as f:
+                return f.read().strip()
+        except OSError as error:
+            raise SysfsError(f"cannot read {path}: {error.strerror}") from error
+
+    def _read_or(self, path: Path, default: str) -> str:
+        try:
+            return self._read(path)
+        except SysfsError:
+            return default
+
+    # -- PCI -----------------------------------------------------------------------------------------------
+
+    def pci_device(self, bdf: str) -> Path:
+        return self.root / "bus" / "pci" / "devices" / bdf
+
+    def numa_node(self, device_dir: Path) -> int | None:
+        try:
+            value = int(self._read_or(device_dir / "numa_node", "-1"))
+        except ValueError:
+            return None
+        return value if value >= 0 else None
+
+    def pci_path(self, bdf: str) -> PciPath | None:
+        """The PCI path of a device by bus id, or None where sysfs does not show it (a VM, say)."""
+        return self._path_of(self.pci_device(bdf))
+
+    def _path_of(self, device_dir: Path) -> PciPath | None:
+        if not device_dir.exists():
+            return None
+        try:
+            return PciPath.parse(os.path.realpath(device_dir), self.numa_node(device_dir))
+        except ValueError:
+            return None
+
+    def pci_class(self, bdf: str) -> int | None:
+        text = self._read_or(self.pci_device(bdf) / "class", "")
+        try:
+            return int(text, 16) if text else None
+        except ValueError:
+            return None
+
+    # -- RDMA NICs -----------------------------------------------------------------------------------------
+
+    def nic_names(self) -> list[str]:
+        base = self.root / "class" / "infiniband"
+        try:
+            return sorted(p.name for p in base.iterdir())
+        except OSError:
+            return []
+
+    def nic_port(self, name: str) -> NicPort | None:
+        """The NIC's first port (data NICs have one per device; mlx5 exposes one device per port)."""
+        base = self.root / "class" / "infiniband" / name
+        ports_dir = base / "ports"
+        try:
+            ports = sorted(int(p.name) for p in ports_dir.iterdir() if p.name.isdigit())
+        except OSError:
+            return None
+        if not ports:
+            return None
+        port = ports[0]
+        pdir = ports_dir / str(port)
+        return NicPort(
+            name=name,
+            port=port,
+            state=parse_state(self._read_or(pdir / "state", "0: NOP")),
+            phys_state=parse_state(self._read_or(pdir / "phys_state", "0: Unknown")),
+            rate_gbps=parse_rate_gbps(self._read_or(pdir / "rate", "0")),
+            link_layer=self._read_or(pdir / "link_layer", "InfiniBand"),
+            pci=self._path_of(base / "device"),
+        )
+
+    def nic_state(self, name: str, port: int) -> tuple[str, str] | None:
+        """(state, phys_state) of one port; None when the device vanished."""
+        pdir = self.root / "class" / "infiniband" / name / "ports" / str(port)
+        try:
+            return parse_state(self._read(pdir / "state")), parse_state(self._read(pdir / "phys_state"))
+        except SysfsError:
+            return None
+
+    # -- GPUDirect RDMA ------------------------------------------------------------------------------------
+
+    def gpudirect_rdma(self) -> bool:
+        """True when nvidia_peermem (or the legacy nv_peer_mem) is loaded, as NCCL checks it."""
+        return any((self.root / marker).exists() for marker in _GDR_MARKERS)

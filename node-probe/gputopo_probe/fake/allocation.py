@@ -1,0 +1,107 @@
+"""What a device plugin would have given each pod, for fake nodes (item 7 of the probe in fake mode).
+
+``plan``: honour the operator's plan (annotation ``gputopo.io/gpus``) when those GPUs are free, else fall back
+to the device plugin's choice. ``device-plugin``: ignore the plan, as NVIDIA's device plugin does; its
+best-effort policy picks the free GPUs with the best pairwise links, lowest indices on ties.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from itertools import combinations
+from typing import Any, Final, Literal
+
+from gputopo.api.group import ANNOTATION_GPUS, GPU_RESOURCE
+from gputopo.api.nodetopology import LinkKind, PodGpus
+from gputopo.topology.model import Topology
+
+__all__ = ["AllocationMode", "FakeAllocator", "best_effort", "gpu_request"]
+
+AllocationMode = Literal["plan", "device-plugin"]
+_PCIE_SCORE: Final = {LinkKind.PIX: 50, LinkKind.PXB: 40, LinkKind.PHB: 30, LinkKind.NODE: 20, LinkKind.SYS: 10}
+_TERMINAL: Final = ("Succeeded", "Failed")
+
+
+def _pair_score(topology: Topology, a: int, b: int) -> int:
+    link = topology.link(a, b)
+    if link.usable_nvlink:
+        return 100 * max(1, link.nvlinks)
+    return _PCIE_SCORE.get(link.kind, 10)
+
+
+def best_effort(topology: Topology, free: list[int], size: int) -> list[int] | None:
+    """The device plugin's best-effort choice of ``size`` GPUs among ``free``; None when too few."""
+    if size > len(free):
+        return None
+    if size == 1:
+        return [free[0]]
+    best: tuple[int, ...] | None = None
+    best_score = -1
+    for group in combinations(sorted(free), size):
+        score = sum(_pair_score(topology, a, b) for a, b in combinations(group, 2))
+        if score > best_score:
+            best, best_score = group, score
+    return list(best) if best else None
+
+
+def gpu_request(pod: Mapping[str, Any]) -> int:
+    total = 0
+    for container in pod.get("spec", {}).get("containers", []) or []:
+        resources = container.get("resources", {}) or {}
+        value = (resources.get("limits") or {}).get(GPU_RESOURCE) or (resources.get("requests") or {}).get(GPU_RESOURCE)
+        try:
+            total += int(str(value)) if value is not None else 0
+        except ValueError:
+            continue
+    return total
+
+
+def _planned(pod: Mapping[str, Any]) -> list[int] | None:
+    text = (pod.get("metadata", {}).get("annotations") or {}).get(ANNOTATION_GPUS)
+    if not text:
+        return None
+    try:
+        return sorted({int(x) for x in str(text).split(",") if x.strip()})
+    except ValueError:
+        return None
+
+
+class FakeAllocator:
+    """The fake kubelet device manager of one node: pods in, GPU indices out; thread-safe."""
+
+    def __init__(self, topology: Topology, mode: AllocationMode = "plan") -> None:
+        self.topology = topology
+        self.mode = mode
+        self._held: dict[tuple[str, str], list[int]] = {}
+        self._lock = threading.Lock()
+
+    def free(self) -> list[int]:
+        used = {g for gpus in self._held.values() for g in gpus}
+        return [g.index for g in self.topology.gpus if g.index not in used]
+
+    def observe(self, event: str, pod: Mapping[str, Any]) -> None:
+        meta = pod.get("metadata", {})
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        phase = (pod.get("status") or {}).get("phase")
+        with self._lock:
+            if event == "DELETED" or phase in _TERMINAL or meta.get("deletionTimestamp"):
+                self._held.pop(key, None)
+                return
+            if key in self._held or not pod.get("spec", {}).get("nodeName"):
+                return
+            size = gpu_request(pod)
+            if size <= 0:
+                return
+            free = self.free()
+            plan = _planned(pod) if self.mode == "plan" else None
+            if plan is not None and len(plan) == size and set(plan) <= set(free):
+                self._held[key] = plan
+                return
+            chosen = best_effort(self.topology, free, size)
+            if chosen is not None:
+                self._held[key] = chosen
+
+    def pods(self) -> list[PodGpus]:
+        with self._lock:
+            return [PodGpus(namespace=ns, name=name, gpus=list(g)) for (ns, name), g in sorted(self._held.items())]

@@ -1,0 +1,347 @@
+"""A fake NVML: the pynvml functions the probe calls, answered from a topology, with injectable faults.
+
+An instance stands in for the ``pynvml`` module (``Nvml(FakeNvml(...))``); it is a class, not a module, so
+that a probe farm can hold a thousand of them. Errors are raised as real ``pynvml.NVMLError`` subclasses so
+the probe's error translation runs exactly as on hardware.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any, Final
+
+import pynvml
+
+from gputopo.api.nodetopology import LinkKind
+from gputopo.topology.model import Topology, pair
+from gputopo_probe.fake.pcitree import Device, PciTree
+from gputopo_probe.nvml import ARCHITECTURES
+from gputopo_probe.pcie import PciPath, pcie_distance
+
+__all__ = ["FakeDevice", "FakeNvml", "architecture_of", "nvml_bus_id"]
+
+_LEVEL: Final = {LinkKind.PIX: 10, LinkKind.PXB: 20, LinkKind.PHB: 30, LinkKind.NODE: 40, LinkKind.SYS: 50}
+_NVLINK_ENUM: Final = {1: 1, 2: 2, 3: 4, 4: 6, 5: 7, 6: 8}
+_ARCH_NVLINK: Final = {4: 1, 5: 2, 6: 2, 7: 3, 9: 4, 10: 5}
+_MODEL_ARCH: Final = (
+    (("GB200", "B200", "B100", "GB300", "B300"), 10),
+    (("H100", "H200", "H800", "H20", "GH200"), 9),
+    (("L40", "4090", "RTX 40", "L4", "ADA"), 8),
+    (("A100", "A800", "A30", "A40", "A10", "3090", "A6000", "RTX 30"), 7),
+    (("TITAN RTX", "T4", "2080", "RTX 20"), 6),
+    (("V100",), 5),
+    (("P100",), 4),
+)
+_FI_STATE, _FI_RECOVERY_ACTION = 165, 230
+_FI_ERRORS: Final = (38, 45, 52, 59)  # CRC flit, CRC data, replay, recovery totals
+_FI_REPLAY: Final = 52
+_HOT_REASONS: Final = 0x20 | 0x40 | 0x8  # SW thermal, HW thermal, HW slowdown
+_TIMEOUT: Final = pynvml.NVML_ERROR_TIMEOUT
+
+
+def _error(code: int) -> pynvml.NVMLError:
+    return pynvml.NVMLError(code)
+
+
+def nvml_bus_id(bdf: str) -> str:
+    """sysfs ``0000:07:00.0`` -> NVML's ``00000000:07:00.0``."""
+    domain, bus, rest = bdf.split(":")
+    return f"{int(domain, 16):08X}:{bus.upper()}:{rest.upper()}"
+
+
+def architecture_of(model: str, architecture: str, nvlink_version: int) -> int:
+    for value, name in ARCHITECTURES.items():
+        if architecture and name.lower() == architecture.lower():
+            return value
+    upper = model.upper()
+    for needles, value in _MODEL_ARCH:
+        if any(n in upper for n in needles):
+            return value
+    by_nvlink = {gen: arch for arch, gen in _ARCH_NVLINK.items()}
+    return by_nvlink.get(nvlink_version, 0xFFFFFFFF)
+
+
+@dataclass
+class _Port:
+    remote_bdf: str
+    switch: bool
+    peer: int | None
+
+
+@dataclass
+class FakeDevice:
+    index: int
+    uuid: str
+    name: str
+    arch: int
+    memory_mib: int
+    pci: Device
+    nvlink_enum: int
+    ports: list[_Port] = field(default_factory=list)
+
+
+@dataclass
+class _EventSet:
+    devices: set[int] = field(default_factory=set)
+
+
+class FakeNvml:
+    """Holds the fault state the fake node writes into it (``down``, ``broken_p2p``, ``hot``, …)."""
+
+    BACKEND: Final = "fake"
+
+    def __init__(self, topology: Topology, tree: PciTree, *, hide_switches: bool = False) -> None:
+        self.topology = topology
+        self.hide_switches = hide_switches
+        self.unsupported: set[str] = set()
+        self.lost: set[int] = set()
+        self.down: set[tuple[int, int]] = set()  # (gpu, link) reading inactive
+        self.erroring: set[tuple[int, int]] = set()  # (gpu, link) whose replay counter climbs
+        self.broken_p2p: set[tuple[int, int]] = set()
+        self.hot: set[int] = set()
+        self.xid: dict[int, int] = {}  # GPU -> XID whose recovery action is pending
+        self._replays: dict[tuple[int, int], int] = {}
+        self._events: list[tuple[int, int]] = []
+        self._event_sets: list[_EventSet] = []
+        self._event_ready = threading.Condition()
+        self.switch_bdfs = [s.bdf for s in tree.switches]
+        self.devices = [self._device(i, tree) for i in range(topology.gpu_count)]
+        self._wire_nvlinks()
+
+    # -- construction --------------------------------------------------------------------------------------
+
+    def _device(self, i: int, tree: PciTree) -> FakeDevice:
+        gpu = self.topology.gpus[i]
+        arch = architecture_of(gpu.model, gpu.architecture, gpu.nvlink_version)
+        generation = gpu.nvlink_version or _ARCH_NVLINK.get(arch, 3)
+        return FakeDevice(
+            index=i,
+            uuid=gpu.uuid or f"GPU-{i:08x}-fake-{abs(hash((gpu.model, i))) % 10**12:012d}",
+            name=gpu.model or "NVIDIA GPU",
+            arch=arch,
+            memory_mib=gpu.memory_mib or 81559,
+            pci=tree.gpus[i],
+            nvlink_enum=_NVLINK_ENUM.get(generation, 4),
+        )
+
+    def _wire_nvlinks(self) -> None:
+        devices = self.devices
+        for (a, b), link in sorted(self.topology.links.items()):
+            if link.kind is LinkKind.NVLINK:
+                for _ in range(link.nvlinks):
+                    devices[a].ports.append(_Port(devices[b].pci.bdf, False, b))
+                    devices[b].ports.append(_Port(devices[a].pci.bdf, False, a))
+        switched: dict[int, int] = {}
+        for (a, b), link in self.topology.links.items():
+            if link.kind is LinkKind.NVSWITCH:
+                switched[a] = max(switched.get(a, 0), link.nvlinks)
+                switched[b] = max(switched.get(b, 0), link.nvlinks)
+        for gpu, count in sorted(switched.items()):
+            for n in range(count):
+                remote = self.switch_bdfs[n % len(self.switch_bdfs)] if self.switch_bdfs else ""
+                devices[gpu].ports.append(_Port(remote, True, None))
+
+    def ports_to(self, gpu: int, peer: int | None) -> list[int]:
+        """Link numbers of ``gpu`` that go to ``peer`` (None: to NVSwitches)."""
+        return [n for n, p in enumerate(self.devices[gpu].ports) if p.peer == peer and p.switch == (peer is None)]
+
+    # -- helpers -------------------------------------------------------------------------------------------
+
+    def _dev(self, handle: Any, call: str) -> FakeDevice:
+        if call in self.unsupported:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        device: FakeDevice = handle
+        if device.index in self.lost:
+            raise _error(pynvml.NVML_ERROR_GPU_IS_LOST)
+        return device
+
+    def _port(self, handle: Any, link: int, call: str) -> tuple[FakeDevice, _Port]:
+        device = self._dev(handle, call)
+        if not 0 <= link < len(device.ports):
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED if link >= 0 else pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return device, device.ports[link]
+
+    def _active(self, device: FakeDevice, link: int) -> bool:
+        return (device.index, link) not in self.down
+
+    # -- system --------------------------------------------------------------------------------------------
+
+    def nvmlInit(self) -> None:  # noqa: N802 - pynvml's names
+        pass
+
+    def nvmlShutdown(self) -> None:  # noqa: N802
+        pass
+
+    def nvmlSystemGetDriverVersion(self) -> str:  # noqa: N802
+        if "nvmlSystemGetDriverVersion" in self.unsupported:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return self.topology.system.driver_version or "550.54.15"
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:  # noqa: N802
+        major, _, minor = (self.topology.system.cuda_driver_version or "12.4").partition(".")
+        return int(major) * 1000 + int(minor or 0) * 10
+
+    # -- devices -------------------------------------------------------------------------------------------
+
+    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
+        return len(self.devices)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeDevice:  # noqa: N802
+        if not 0 <= index < len(self.devices):
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return self.devices[index]
+
+    def nvmlDeviceGetPciInfo(self, handle: Any) -> Any:  # noqa: N802
+        device = self._dev(handle, "nvmlDeviceGetPciInfo")
+        return SimpleNamespace(busId=nvml_bus_id(device.pci.bdf).encode())
+
+    def nvmlDeviceGetUUID(self, handle: Any) -> str:  # noqa: N802
+        return self._dev(handle, "nvmlDeviceGetUUID").uuid
+
+    def nvmlDeviceGetName(self, handle: Any) -> str:  # noqa: N802
+        return self._dev(handle, "nvmlDeviceGetName").name
+
+    def nvmlDeviceGetArchitecture(self, handle: Any) -> int:  # noqa: N802
+        return self._dev(handle, "nvmlDeviceGetArchitecture").arch
+
+    def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any:  # noqa: N802
+        total = self._dev(handle, "nvmlDeviceGetMemoryInfo").memory_mib * 1024 * 1024
+        return SimpleNamespace(total=total, free=total, used=0)
+
+    def nvmlDeviceGetNumaNodeId(self, handle: Any) -> int:  # noqa: N802
+        raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)  # x86 hosts: GPUs are not NUMA nodes
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Any) -> int:  # noqa: N802
+        arch = self._dev(handle, "nvmlDeviceGetMaxPcieLinkGeneration").arch
+        return 5 if arch in (9, 10) else 4 if arch in (7, 8) else 3
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: Any) -> int:  # noqa: N802
+        self._dev(handle, "nvmlDeviceGetMaxPcieLinkWidth")
+        return 16
+
+    # -- NVLink --------------------------------------------------------------------------------------------
+
+    def nvmlDeviceGetNvLinkCapability(self, handle: Any, link: int, capability: int) -> int:  # noqa: N802
+        self._port(handle, link, "nvmlDeviceGetNvLinkCapability")
+        return 1
+
+    def nvmlDeviceGetNvLinkState(self, handle: Any, link: int) -> int:  # noqa: N802
+        device, _ = self._port(handle, link, "nvmlDeviceGetNvLinkState")
+        return 1 if self._active(device, link) else 0
+
+    def nvmlDeviceGetNvLinkVersion(self, handle: Any, link: int) -> int:  # noqa: N802
+        return self._port(handle, link, "nvmlDeviceGetNvLinkVersion")[0].nvlink_enum
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, handle: Any, link: int) -> Any:  # noqa: N802
+        _, port = self._port(handle, link, "nvmlDeviceGetNvLinkRemotePciInfo")
+        hidden = port.switch and (self.hide_switches or not port.remote_bdf)
+        return SimpleNamespace(busId=b"" if hidden else nvml_bus_id(port.remote_bdf).encode())
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: Any, link: int) -> int:  # noqa: N802
+        _, port = self._port(handle, link, "nvmlDeviceGetNvLinkRemoteDeviceType")
+        if self.hide_switches:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return 0x02 if port.switch else 0x00
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, handle: Any, link: int, counter: int) -> int:  # noqa: N802
+        device, _ = self._port(handle, link, "nvmlDeviceGetNvLinkErrorCounter")
+        return self._replay(device.index, link) if counter == 0 else 0
+
+    def _replay(self, gpu: int, link: int) -> int:
+        key = (gpu, link)
+        if key in self.erroring:
+            self._replays[key] = self._replays.get(key, 0) + 7
+        return self._replays.get(key, 0)
+
+    def nvmlDeviceGetFieldValues(self, handle: Any, field_ids: list[Any]) -> list[Any]:  # noqa: N802
+        device = self._dev(handle, "nvmlDeviceGetFieldValues")
+        out = []
+        for entry in field_ids:
+            fid, scope = entry if isinstance(entry, tuple) else (entry, 0)
+            ret, value = 0, 0
+            if fid == _FI_STATE:
+                if 0 <= scope < len(device.ports):
+                    value = 1 if self._active(device, scope) else 0
+                else:
+                    ret = pynvml.NVML_ERROR_NOT_SUPPORTED
+            elif fid == _FI_REPLAY:
+                value = sum(self._replay(device.index, n) for n in range(len(device.ports)))
+            elif fid in _FI_ERRORS:
+                value = 0
+            elif fid == _FI_RECOVERY_ACTION:
+                value = 1 if device.index in self.xid else 0  # GPU_RESET while an XID is pending
+            else:
+                ret = pynvml.NVML_ERROR_NOT_SUPPORTED
+            out.append(SimpleNamespace(fieldId=fid, scopeId=scope, nvmlReturn=ret, value=SimpleNamespace(ullVal=value)))
+        return out
+
+    # -- PCIe and P2P --------------------------------------------------------------------------------------
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, h1: Any, h2: Any) -> int:  # noqa: N802
+        a = self._dev(h1, "nvmlDeviceGetTopologyCommonAncestor")
+        b = self._dev(h2, "nvmlDeviceGetTopologyCommonAncestor")
+        link = self.topology.link(a.index, b.index)
+        if link.kind in _LEVEL:
+            return _LEVEL[link.kind]
+        pa = PciPath(a.pci.root, a.pci.bridges, a.pci.bdf, a.pci.numa_node)
+        pb = PciPath(b.pci.root, b.pci.bridges, b.pci.bdf, b.pci.numa_node)
+        return _LEVEL[pcie_distance(pa, pb)]
+
+    def nvmlDeviceGetP2PStatus(self, h1: Any, h2: Any, index: int) -> int:  # noqa: N802
+        a = self._dev(h1, "nvmlDeviceGetP2PStatus")
+        b = self._dev(h2, "nvmlDeviceGetP2PStatus")
+        if pair(a.index, b.index) in self.broken_p2p:
+            return 5  # NVML_P2P_STATUS_NOT_SUPPORTED
+        if index == 2:
+            return 0 if self.topology.link(a.index, b.index).is_nvlink else 5
+        return 0
+
+    # -- health --------------------------------------------------------------------------------------------
+
+    def nvmlDeviceGetTemperature(self, handle: Any, sensor: int) -> int:  # noqa: N802
+        return 93 if self._dev(handle, "nvmlDeviceGetTemperature").index in self.hot else 41
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:  # noqa: N802
+        return _HOT_REASONS if self._dev(handle, "nvmlDeviceGetCurrentClocksEventReasons").index in self.hot else 0
+
+    def nvmlDeviceGetTotalEccErrors(self, handle: Any, error_type: int, counter_type: int) -> int:  # noqa: N802
+        device = self._dev(handle, "nvmlDeviceGetTotalEccErrors")
+        return 1 if error_type == 1 and self.xid.get(device.index) == 48 else 0
+
+    # -- events --------------------------------------------------------------------------------------------
+
+    def nvmlEventSetCreate(self) -> _EventSet:  # noqa: N802
+        event_set = _EventSet()
+        self._event_sets.append(event_set)
+        return event_set
+
+    def nvmlDeviceRegisterEvents(self, handle: Any, event_types: int, event_set: Any) -> None:  # noqa: N802
+        device = self._dev(handle, "nvmlDeviceRegisterEvents")
+        event_set.devices.add(device.index)
+
+    def nvmlEventSetWait(self, event_set: Any, timeout_ms: int) -> Any:  # noqa: N802
+        with self._event_ready:
+            if not self._events and timeout_ms > 0:
+                self._event_ready.wait(timeout_ms / 1000)
+            for n, (gpu, xid) in enumerate(self._events):
+                if gpu in event_set.devices:
+                    del self._events[n]
+                    return SimpleNamespace(
+                        device=self.devices[gpu],
+                        eventType=pynvml.nvmlEventTypeXidCriticalError,
+                        eventData=xid,
+                        gpuInstanceId=0xFFFFFFFF,
+                        computeInstanceId=0xFFFFFFFF,
+                    )
+        raise _error(_TIMEOUT)
+
+    def nvmlEventSetFree(self, event_set: Any) -> None:  # noqa: N802
+        if event_set in self._event_sets:
+            self._event_sets.remove(event_set)
+
+    def raise_xid(self, gpu: int, xid: int) -> None:
+        with self._event_ready:
+            self._events.append((gpu, xid))
+            self._event_ready.notify_all()

@@ -1,0 +1,77 @@
+"""A temporary sysfs tree for a fake node: PCI devices, RDMA NICs under class/infiniband, nvidia_peermem."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from gputopo.topology.model import Nic, Topology
+from gputopo_probe.fake.pcitree import Device, PciTree
+
+__all__ = ["FakeSysfs", "rate_text"]
+
+_SPEEDS = ((400, "NDR"), (200, "HDR"), (100, "EDR"), (56, "FDR"), (40, "QDR"), (10, "SDR"))
+
+
+def rate_text(gbps: float) -> str:
+    """The kernel's ``rate`` text: ``400 Gb/sec (4X NDR)``."""
+    name = next((n for g, n in _SPEEDS if gbps >= g), "SDR")
+    value = int(gbps) if float(gbps).is_integer() else gbps
+    return f"{value} Gb/sec (4X {name})"
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text + "\n")
+    os.replace(tmp, path)
+
+
+class FakeSysfs:
+    """Writes the tree once; ``set_nic_up`` flips a port's state files the way a cable pull does."""
+
+    def __init__(self, root: Path, topology: Topology, tree: PciTree) -> None:
+        self.root = root
+        self._port_dirs: dict[str, Path] = {}
+        for device in [*tree.gpus, *tree.switches]:
+            self._device(device, vendor="0x10de")
+        for nic in topology.nics:
+            self._nic(nic, self._device(tree.nics[nic.name], vendor="0x15b3"))
+        if topology.system.gpudirect_rdma:
+            module = root / "module" / "nvidia_peermem"
+            module.mkdir(parents=True, exist_ok=True)
+            (module / "version").write_text("1.0\n")
+
+    def _device(self, device: Device, *, vendor: str) -> Path:
+        path = self.root / "devices" / device.root
+        for bridge in device.bridges:
+            path = path / bridge
+        path = path / device.bdf
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "class").write_text(f"0x{device.pci_class:06x}\n")
+        (path / "vendor").write_text(vendor + "\n")
+        (path / "numa_node").write_text(f"{device.numa_node if device.numa_node is not None else -1}\n")
+        (path / "max_link_speed").write_text("32.0 GT/s PCIe\n")
+        (path / "max_link_width").write_text("16\n")
+        link = self.root / "bus" / "pci" / "devices" / device.bdf
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.is_symlink():
+            link.symlink_to(path)
+        return path
+
+    def _nic(self, nic: Nic, device_dir: Path) -> None:
+        base = self.root / "class" / "infiniband" / nic.name
+        port = base / "ports" / "1"
+        port.mkdir(parents=True, exist_ok=True)
+        (base / "device").symlink_to(device_dir)
+        (base / "node_type").write_text("1: CA\n")
+        (port / "rate").write_text(rate_text(nic.rate_gbps) + "\n")
+        (port / "link_layer").write_text(nic.link_layer + "\n")
+        self._port_dirs[nic.name] = port
+        self.set_nic_up(nic.name, nic.up)
+
+    def set_nic_up(self, name: str, up: bool) -> None:
+        port = self._port_dirs.get(name)
+        if port is None:
+            return
+        _write(port / "state", "4: ACTIVE" if up else "1: DOWN")
+        _write(port / "phys_state", "5: LinkUp" if up else "2: Polling")

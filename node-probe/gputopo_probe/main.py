@@ -1,0 +1,120 @@
+"""The ``gputopo-probe`` command: one node's probe loop, ``--once --print``, or a farm of fake probes."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+
+import pynvml
+
+from gputopo.topology.model import Topology
+from gputopo_probe.discovery.sysfs import Sysfs
+from gputopo_probe.errors import ProbeError
+from gputopo_probe.fake.faults import FaultStore
+from gputopo_probe.fake.node import FakeNode
+from gputopo_probe.nvml import Nvml, translate
+from gputopo_probe.podresources.client import DEFAULT_SOCKET
+from gputopo_probe.probe import Probe, to_yaml
+from gputopo_probe.source import load_fake_topology
+
+__all__ = ["build_parser", "main"]
+
+log = logging.getLogger("gputopo_probe")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--interval", type=float, default=None, help="seconds between health polls")
+    p.add_argument("--kubeconfig", default=None, help="else in-cluster, else $KUBECONFIG")
+    p.add_argument("--down-after", type=int, default=2, help="polls reading down before a link/NIC is Down")
+    p.add_argument("--up-after", type=int, default=2, help="polls reading up before it is Up again")
+    p.add_argument("--fault-dir", default=None, help="fault files of fake nodes (gputopo sandbox fault)")
+    p.add_argument("--listen", default="0.0.0.0:8080", help="HOST:PORT for /healthz /readyz /metrics; 0 or off")
+    p.add_argument("--fake-allocation", choices=["plan", "device-plugin"], default="plan")
+    p.add_argument("--heartbeat", type=float, default=60.0, help="seconds between unchanged status writes")
+    p.add_argument("-v", "--verbose", action="store_true")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gputopo-probe", description="Discover and publish a GPU node's topology.")
+    p.add_argument("--node-name", default=os.environ.get("NODE_NAME"), help="this node (env NODE_NAME)")
+    p.add_argument("--once", action="store_true", help="discover once and exit")
+    p.add_argument("--print", action="store_true", help="print the NodeTopology YAML instead of publishing")
+    p.add_argument(
+        "--fake", metavar="TOPOLOGY", help="fake NVML and sysfs from nvidia-smi text, YAML or a catalog name"
+    )
+    p.add_argument("--gpu-model", default=None)
+    p.add_argument("--sysfs-root", default="/sys")
+    p.add_argument("--pod-resources-socket", default=DEFAULT_SOCKET)
+    _common(p)
+    return p
+
+
+def build_farm_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gputopo-probe farm", description="Many fake probes in one process.")
+    p.add_argument("--nodes-file", required=True, help="YAML: nodes: [{node, topology, gpuModel}]")
+    _common(p)
+    return p
+
+
+def _real_nvml() -> Nvml:
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as error:
+        raise translate("nvmlInit", error) from error
+    return Nvml(pynvml)
+
+
+def _fake(node: str, topology: Topology, fault_dir: str | None) -> FakeNode:
+    return FakeNode(node, topology, faults=FaultStore(fault_dir) if fault_dir else None)
+
+
+def run_single(args: argparse.Namespace) -> int:
+    node = args.node_name or socket.gethostname()
+    fake: FakeNode | None = None
+    if args.fake:
+        fake = _fake(node, load_fake_topology(args.fake, args.gpu_model), args.fault_dir)
+        nvml, sysfs = Nvml(fake.nvml), Sysfs(fake.sysfs_root)
+    else:
+        nvml, sysfs = _real_nvml(), Sysfs(args.sysfs_root)
+    try:
+        if args.once and args.print:
+            probe = Probe(nvml, sysfs, xid_thread=False, before_poll=fake.sync_faults if fake else None)
+            print(to_yaml(node, probe.poll().status()), end="")
+            probe.close()
+            return 0
+        from gputopo_probe.service import serve_single
+
+        return serve_single(args, node, nvml, sysfs, fake)
+    finally:
+        if fake is not None:
+            fake.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    farm = bool(argv) and argv[0] == "farm"
+    args = (build_farm_parser() if farm else build_parser()).parse_args(argv[1:] if farm else argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        if farm:
+            from gputopo_probe.farm import run_farm
+
+            return run_farm(args)
+        return run_single(args)
+    except ProbeError as error:
+        print(f"gputopo-probe: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The kubelet PodResources API (v1): which devices each pod holds."""

@@ -1,0 +1,102 @@
+"""One node's probe: discovery once, then a health poll per tick, producing the status to publish."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+from gputopo.api.group import API_VERSION
+from gputopo.api.nodetopology import NodeTopology, NodeTopologyStatus, PodGpus
+from gputopo.topology.model import Topology
+from gputopo_probe.discovery import Inventory, discover
+from gputopo_probe.discovery.sysfs import Sysfs
+from gputopo_probe.health.monitor import GpuDetail, HealthMonitor, Transition
+from gputopo_probe.nvml import Nvml
+from gputopo_probe.status import build_status
+
+__all__ = ["PodSource", "Poll", "Probe", "to_yaml"]
+
+log = logging.getLogger(__name__)
+
+PodSource = Callable[[], list[PodGpus]]
+
+
+@dataclass
+class Poll:
+    """One poll's outcome; the status is built only when it is going to be published."""
+
+    topology: Topology
+    details: list[GpuDetail]
+    pods: list[PodGpus]
+    observed_at: datetime
+    backend: str
+    transitions: list[Transition] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[object, ...]:
+        """What a change is: everything but the time and the temperatures (noise that would write each poll)."""
+        t = self.topology
+        details = tuple((d.throttle_reasons, d.xid, d.active_links) for d in self.details)
+        pods = tuple((p.namespace, p.name, tuple(p.gpus)) for p in self.pods)
+        return (t.gpus, tuple(sorted(t.links.items())), t.nics, t.system, details, pods)
+
+    def status(self) -> NodeTopologyStatus:
+        return build_status(
+            self.topology, self.details, backend=self.backend, observed_at=self.observed_at, pods=self.pods
+        )
+
+
+class Probe:
+    def __init__(
+        self,
+        nvml: Nvml,
+        sysfs: Sysfs,
+        *,
+        down_after: int = 2,
+        up_after: int = 2,
+        xid_thread: bool = True,
+        before_poll: Callable[[], None] | None = None,
+        pods: PodSource | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.nvml, self.sysfs = nvml, sysfs
+        self.before_poll = before_poll
+        self.pods = pods
+        self.clock = clock
+        if before_poll:
+            before_poll()
+        self.inventory: Inventory = discover(nvml, sysfs)
+        self.monitor = HealthMonitor(
+            nvml, sysfs, self.inventory, down_after=down_after, up_after=up_after, xid_thread=xid_thread
+        )
+
+    def close(self) -> None:
+        self.monitor.close()
+
+    def poll(self) -> Poll:
+        if self.before_poll:
+            self.before_poll()
+        transitions = self.monitor.poll()
+        view = self.monitor.view
+        pods: list[PodGpus] = []
+        if self.pods is not None:
+            try:
+                pods = self.pods()
+            except Exception as error:  # a pod source failing must not stop health publishing
+                log.warning("pod GPUs unavailable: %s", error)
+        return Poll(view.topology, view.details, pods, self.clock(), self.nvml.backend, transitions)
+
+
+def to_yaml(node_name: str, status: NodeTopologyStatus) -> str:
+    doc: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": NodeTopology.kind,
+        "metadata": {"name": node_name},
+        "status": status.to_api(),
+    }
+    return yaml.safe_dump(doc, sort_keys=False)

@@ -1,0 +1,1 @@
+"""Publishing a node's topology: NodeTopology status, Node labels, Events, HTTP endpoints."""

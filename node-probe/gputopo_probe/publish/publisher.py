@@ -1,0 +1,109 @@
+"""Publishing one node: NodeTopology status and Node labels on change (plus a slow heartbeat), Events on
+health transitions, API errors retried with backoff. Nothing here raises: odd data is logged and skipped."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from gputopo_probe.errors import ApiError
+from gputopo_probe.health.monitor import Transition
+from gputopo_probe.probe import Poll
+from gputopo_probe.publish.backoff import Backoff
+from gputopo_probe.publish.labels import node_labels
+
+__all__ = ["KubeWriter", "Publisher"]
+
+log = logging.getLogger(__name__)
+_MAX_PENDING_EVENTS = 100
+
+
+class KubeWriter(Protocol):
+    def node_uid(self, name: str) -> str: ...
+    def apply_node_topology(self, name: str, node_uid: str, status: dict[str, Any]) -> None: ...
+    def apply_node_labels(self, name: str, labels: dict[str, str]) -> None: ...
+    def node_event(self, node: str, node_uid: str, *, reason: str, message: str, warning: bool) -> None: ...
+
+
+def _reason(t: Transition) -> str:
+    kind = t.subject.split(" ", 1)[0]
+    return {"link": "Link", "nic": "Nic", "gpu": "Gpu"}.get(kind, "Health") + t.new
+
+
+class Publisher:
+    def __init__(
+        self,
+        kube: KubeWriter,
+        node: str,
+        *,
+        heartbeat_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.kube = kube
+        self.node = node
+        self.heartbeat_s = heartbeat_s
+        self.clock = clock
+        self.backoff = backoff or Backoff()
+        self.node_uid: str | None = None
+        self.writes = 0
+        self.errors = 0
+        self.last_success: float | None = None
+        self._key: tuple[object, ...] | None = None
+        self._labels: dict[str, str] | None = None
+        self._written_at = float("-inf")
+        self._events: list[Transition] = []
+
+    @property
+    def published(self) -> bool:
+        return self._key is not None
+
+    def queue_events(self, transitions: list[Transition]) -> None:
+        self._events.extend(transitions)
+        del self._events[: max(0, len(self._events) - _MAX_PENDING_EVENTS)]
+
+    def publish(self, poll: Poll) -> bool:
+        """Write what changed; True when the API was written. Failures wait for the backoff."""
+        self.queue_events(poll.transitions)
+        now = self.clock()
+        if not self.backoff.ready(now):
+            return False
+        due = poll.key != self._key or now - self._written_at >= self.heartbeat_s
+        labels = node_labels(poll.topology)
+        if not due and labels == self._labels and not self._events:
+            return False
+        try:
+            if self.node_uid is None:
+                self.node_uid = self.kube.node_uid(self.node)
+            if due:
+                self.kube.apply_node_topology(self.node, self.node_uid, poll.status().to_api())
+                self._key, self._written_at = poll.key, now
+            if labels != self._labels:
+                self.kube.apply_node_labels(self.node, labels)
+                self._labels = labels
+            while self._events:
+                t = self._events[0]
+                self.kube.node_event(
+                    self.node,
+                    self.node_uid,
+                    reason=_reason(t),
+                    message=f"{t.subject}: {t.old} -> {t.new}{': ' + t.reason if t.reason else ''}",
+                    warning=t.worse,
+                )
+                self._events.pop(0)
+        except ApiError as error:
+            self.errors += 1
+            delay = self.backoff.failed(now)
+            log.warning("node %s: %s; retrying in %.1fs", self.node, error, delay)
+            return False
+        except Exception:  # odd data must not crash the probe
+            self.errors += 1
+            self.backoff.failed(now)
+            log.exception("node %s: cannot publish", self.node)
+            return False
+        self.backoff.succeeded()
+        self.writes += 1
+        self.last_success = now
+        return True
