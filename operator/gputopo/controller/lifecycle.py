@@ -165,7 +165,7 @@ def step(job: JobFacts, pods: Sequence[PodFacts], view: ClusterView, config: Con
         s.delete(old, _grace_for(old, view, spec))
 
     if placement is None:
-        return _unplaced(s, spec, old)
+        return _unplaced(s, spec)
     return _placed_step(s, spec, placement, current, bool(old), view, config)
 
 
@@ -175,7 +175,7 @@ def _grace_for(pods: Sequence[PodFacts], view: ClusterView, spec: TrainingJobSpe
     return 0 if lost else spec.failure_policy.grace_period_seconds
 
 
-def _unplaced(s: _Step, spec: TrainingJobSpec, old: Sequence[PodFacts]) -> JobStep:
+def _unplaced(s: _Step, spec: TrainingJobSpec) -> JobStep:
     status, out = s.status, s.out
     if status.restarts > 0:
         status.phase = JobPhase.RESCHEDULING
@@ -342,7 +342,8 @@ def _with_faults(s: _Step, spec: TrainingJobSpec, placement: Placement, view: Cl
     s.condition("Placed", False, "Rescheduling", f"re-placing after {verdict.reason}: {verdict.message}")
     out.actions.event("Warning", verdict.reason, f"re-placing the gang (restart {status.restarts}): {verdict.message}")
     out.restart = Restart(verdict.reason)
-    return _done(s)
+    out.old_pods_left = True
+    return _unplaced(s, spec)
 
 
 def _restart(
@@ -368,7 +369,8 @@ def _restart(
     s.condition("Placed", False, "Rescheduling", f"{reason}: {message}")
     out.actions.event("Warning", reason, f"restarting the gang (restart {status.restarts}): {message}")
     out.restart = Restart(reason)
-    return _done(s)
+    out.old_pods_left = True
+    return _unplaced(s, spec)
 
 
 def _done(s: _Step) -> JobStep:

@@ -37,6 +37,7 @@ def failing_parts(topology: Topology) -> set[Part]:
 class Quarantine:
     seconds: float
     _last_seen: dict[str, dict[Part, datetime]] = field(default_factory=dict)
+    _failing: dict[str, set[Part]] = field(default_factory=dict)
     _masked: dict[tuple[str, int, frozenset[Part]], tuple[Topology, Topology]] = field(default_factory=dict)
 
     def observe(self, node: str, topology: Topology, now: datetime) -> None:
@@ -44,8 +45,11 @@ class Quarantine:
         if self.seconds <= 0:
             return
         seen = self._last_seen.setdefault(node, {})
-        for part in failing_parts(topology):
+        failing = failing_parts(topology)
+        # A part that was failing until this reading was last seen failing now, not when it went down.
+        for part in failing | self._failing.get(node, set()):
             seen[part] = now
+        self._failing[node] = failing
         horizon = now - timedelta(seconds=self.seconds)
         for part in [p for p, t in seen.items() if t < horizon]:
             del seen[part]
@@ -54,6 +58,7 @@ class Quarantine:
 
     def forget(self, node: str) -> None:
         self._last_seen.pop(node, None)
+        self._failing.pop(node, None)
 
     def parts(self, node: str, now: datetime) -> frozenset[Part]:
         horizon = now - timedelta(seconds=self.seconds)

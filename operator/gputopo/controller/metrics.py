@@ -1,0 +1,56 @@
+"""Prometheus metrics of the operator, on a registry of its own (no process-wide globals)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from gputopo.api.trainingjob import JobPhase
+
+__all__ = ["Metrics"]
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.placement_seconds = Histogram(
+            "gputopo_placement_decision_seconds",
+            "Time the placement engine took for one job's decision.",
+            ["result"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.pass_seconds = Histogram(
+            "gputopo_control_pass_seconds",
+            "Time one control-loop pass took, API calls included.",
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.queue_length = Gauge(
+            "gputopo_queue_length", "TrainingJobs waiting for a placement.", registry=self.registry
+        )
+        self.jobs = Gauge("gputopo_jobs", "TrainingJobs by phase.", ["phase"], registry=self.registry)
+        self.restarts = Counter(
+            "gputopo_restarts_total", "Gang re-placements, by reason.", ["reason"], registry=self.registry
+        )
+        self.api_errors = Counter(
+            "gputopo_api_errors_total",
+            "API requests that failed, by operation.",
+            ["operation"],
+            registry=self.registry,
+        )
+
+    def observe_pass(self, seconds: float, phases: Mapping[str, int], queue_length: int, restarts: list[str]) -> None:
+        self.pass_seconds.observe(seconds)
+        self.queue_length.set(queue_length)
+        for phase in JobPhase:
+            self.jobs.labels(phase=phase.value).set(phases.get(phase.value, 0))
+        for reason in restarts:
+            self.restarts.labels(reason=reason).inc()
+
+    def serve(self, port: int) -> None:
+        if port:
+            start_http_server(port, registry=self.registry)

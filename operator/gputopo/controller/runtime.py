@@ -1,0 +1,163 @@
+"""The operator's shared state (kept in kopf's ``memo``), and the control loop that uses it.
+
+One loop runs at a time: it is the daemon of the operator's ConfigMap, and kopf peering stops every
+daemon of a replica that is not the leader. Each pass reads the indexes, runs the pure ``run_pass`` and
+applies its actions through the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from gputopo.controller.actions import JobActions
+from gputopo.controller.client import KubeClient
+from gputopo.controller.errors import ApiError
+from gputopo.controller.facts import JobFacts, JobKey, PodFacts
+from gputopo.controller.ledger import Ledger, PlannedGang
+from gputopo.controller.lifecycle import Config
+from gputopo.controller.metrics import Metrics
+from gputopo.controller.quarantine import Quarantine
+from gputopo.controller.queue import PlaceFn
+from gputopo.controller.reconcile import Pass, run_pass
+from gputopo.controller.settings import OperatorSettings
+from gputopo.controller.statuscache import StatusCache
+from gputopo.controller.view import ClusterView
+
+__all__ = ["Runtime", "World"]
+
+logger = logging.getLogger("gputopo.controller")
+
+
+@dataclass(frozen=True, slots=True)
+class World:
+    """What the indexes hold at the start of a pass."""
+
+    jobs: Mapping[JobKey, JobFacts]
+    job_pods: Mapping[JobKey, Sequence[PodFacts]]
+    view: ClusterView
+
+
+@dataclass
+class Runtime:
+    settings: OperatorSettings
+    client: KubeClient
+    place: PlaceFn
+    metrics: Metrics = field(default_factory=Metrics)
+    ledger: Ledger = field(default_factory=Ledger)
+    statuses: StatusCache = field(default_factory=StatusCache)
+    quarantine: Quarantine = field(default_factory=lambda: Quarantine(60.0))
+    avoid: dict[JobKey, tuple[frozenset[str], datetime]] = field(default_factory=dict)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    passes: int = 0
+    last_pass: datetime | None = None
+
+    @property
+    def config(self) -> Config:
+        s = self.settings
+        return Config(s.tiers, s.unschedulable_timeout_seconds, s.node_not_ready_grace_seconds)
+
+    def poke(self) -> None:
+        """Something changed: run a pass soon."""
+        self.wake.set()
+
+    # -- the loop ---------------------------------------------------------------------------------------------
+
+    async def run(self, read: Callable[[], World], stopped: Callable[[], bool]) -> None:
+        wake_at: datetime | None = None
+        while not stopped():
+            timeout = self.settings.resync_seconds
+            if wake_at is not None:
+                timeout = max(0.0, min(timeout, (wake_at - datetime.now(UTC)).total_seconds()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), timeout=timeout)
+            if stopped():
+                break
+            if self.settings.settle_seconds:
+                await asyncio.sleep(self.settings.settle_seconds)
+            self.wake.clear()
+            try:
+                wake_at = await self.run_once(read())
+            except Exception:  # one bad pass must not stop the loop; the next one starts afresh
+                logger.exception("control pass failed")
+                wake_at = None
+
+    async def run_once(self, world: World, now: datetime | None = None) -> datetime | None:
+        started = time.perf_counter()
+        now = now or datetime.now(UTC)
+        jobs = {
+            key: self.statuses.freshest(job) for key, job in world.jobs.items() if self.settings.watches(job.namespace)
+        }
+        self.statuses.forget(set(jobs))
+        for key in [k for k, (_, until) in self.avoid.items() if until <= now or k not in jobs]:
+            del self.avoid[key]
+        result = run_pass(
+            jobs,
+            world.job_pods,
+            world.view,
+            list(self.ledger),
+            {k: nodes for k, (nodes, _) in self.avoid.items()},
+            self.config,
+            now,
+            self.place,
+            self.quarantine,
+            self.settings.starvation_seconds,
+            time.perf_counter,
+        )
+        self.ledger.prune(result.visible)
+        hold = timedelta(seconds=2 * self.settings.unschedulable_timeout_seconds)
+        for key, nodes in result.avoid.items():
+            old = self.avoid.get(key, (frozenset(), now))[0]
+            self.avoid[key] = (old | nodes, now + hold)
+        await self.apply(result, jobs)
+        for outcome in result.outcomes:
+            kind = "placed" if outcome.job.job in {r.job for r in result.reservations} else "unplaceable"
+            self.metrics.placement_seconds.labels(result=kind).observe(outcome.seconds)
+        self.metrics.observe_pass(time.perf_counter() - started, result.phases, result.queue_length, result.restarts)
+        self.passes += 1
+        self.last_pass = now
+        return result.wake_at
+
+    # -- applying a pass --------------------------------------------------------------------------------------
+
+    async def apply(self, result: Pass, jobs: Mapping[JobKey, JobFacts]) -> None:
+        plans = {plan.job: plan for plan in result.reservations}
+        await asyncio.gather(*(self._apply_job(a, jobs[a.job], plans.get(a.job)) for a in result.actions))
+
+    async def _apply_job(self, actions: JobActions, job: JobFacts, plan: PlannedGang | None) -> None:
+        namespace, name = actions.job
+        client = self.client
+        try:
+            if actions.status is not None:
+                if plan is not None:
+                    self.ledger.reserve(plan)
+                try:
+                    version = await client.write_status(namespace, name, actions.status)
+                except ApiError:
+                    if plan is not None:
+                        self.ledger.release(actions.job)
+                    raise
+                self.statuses.wrote(job, version, actions.status)
+            await asyncio.gather(*(client.delete_pod(namespace, d.name, d.grace_seconds) for d in actions.deletions))
+            if actions.pods and actions.service is not None:
+                await client.create_service(actions.service)
+            await asyncio.gather(*(client.create_pod(body) for body in actions.pods))
+            await asyncio.gather(*(client.ungate(namespace, pod) for pod in actions.ungate))
+            if actions.delete_job:
+                await client.delete_job(namespace, name)
+        except ApiError as exc:
+            self.metrics.api_errors.labels(operation=exc.reason or "unknown").inc()
+            logger.warning("%s/%s: %s", namespace, name, exc)
+            self.poke()  # retry on the next pass
+        outcomes = await asyncio.gather(
+            *(client.event(namespace, name, actions.uid, n.type, n.reason, n.message) for n in actions.events),
+            return_exceptions=True,
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                logger.debug("event on %s/%s not recorded: %s", namespace, name, outcome)

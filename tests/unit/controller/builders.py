@@ -1,0 +1,146 @@
+"""Plain-data builders for controller tests: jobs, pods, nodes and the cluster view."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gputopo.api.nodetopology import GpuHealthState, LinkState, NicState, PodGpus
+from gputopo.api.trainingjob import TrainingJobSpec, TrainingJobStatus
+from gputopo.controller.facts import JobFacts, NodeFacts, PodFacts, TopologyFacts, job_facts
+from gputopo.controller.view import ClusterView
+from gputopo.placement.node_types import load_node_type
+from gputopo.topology.model import Topology
+
+T0 = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
+TIER0 = "fabric.topograph.run/tier-0"
+TIER1 = "fabric.topograph.run/tier-1"
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def template(gpus: int | None = None, **spec: Any) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "trainer", "image": "pytorch:latest"}
+    if gpus is not None:
+        container["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
+    return {"metadata": {"labels": {"app": "llm"}}, "spec": {"containers": [container], **spec}}
+
+
+def job(
+    name: str = "llm",
+    *,
+    workers: int = 1,
+    gpus: int = 8,
+    priority: int = 0,
+    created: float = 0.0,
+    status: TrainingJobStatus | None = None,
+    namespace: str = "default",
+    **spec: Any,
+) -> JobFacts:
+    body = {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{name}",
+            "generation": 1,
+            "resourceVersion": "1",
+            "creationTimestamp": at(created).isoformat(),
+        },
+        "spec": {"workers": workers, "gpusPerWorker": gpus, "priority": priority, "template": template(), **spec},
+    }
+    facts = job_facts(body)
+    return replace(facts, status=status) if status is not None else facts
+
+
+def spec_of(facts: JobFacts) -> TrainingJobSpec:
+    assert facts.spec is not None
+    return facts.spec
+
+
+def pod(
+    job_: JobFacts,
+    rank: int,
+    *,
+    node: str = "",
+    gpus: tuple[int, ...] = (),
+    generation: int = 1,
+    phase: str = "Pending",
+    gated: bool = False,
+    deleting: bool = False,
+    unschedulable_since: datetime | None = None,
+) -> PodFacts:
+    return PodFacts(
+        namespace=job_.namespace,
+        name=f"{job_.name}-{rank}",
+        uid=f"pod-{job_.name}-{rank}",
+        node=node,
+        gpus_requested=len(gpus),
+        job=job_.name,
+        rank=rank,
+        owner_uid=job_.uid,
+        planned_gpus=gpus,
+        generation=generation,
+        phase=phase,
+        gated=gated,
+        deleting=deleting,
+        unschedulable_since=unschedulable_since,
+    )
+
+
+def foreign_pod(name: str, node: str, gpus: int, namespace: str = "other") -> PodFacts:
+    return PodFacts(namespace=namespace, name=name, node=node, gpus_requested=gpus, phase="Running")
+
+
+class ClusterBuilder:
+    def __init__(self) -> None:
+        self.topologies: dict[str, Topology] = {}
+        self.nodes: dict[str, NodeFacts] = {}
+        self.real: dict[str, list[PodGpus]] = {}
+        self.pods: list[PodFacts] = []
+
+    def node(self, name: str, node_type: str = "hgx-h100", leaf: str = "leaf-a", spine: str = "spine-a") -> ClusterBuilder:
+        self.topologies[name] = load_node_type(node_type)
+        self.nodes[name] = NodeFacts(name, {TIER0: leaf, TIER1: spine}, ready=True, ready_since=T0)
+        return self
+
+    def link(self, name: str, a: int, b: int, state: LinkState = LinkState.DOWN) -> ClusterBuilder:
+        self.topologies[name] = self.topologies[name].with_link_state(a, b, state)
+        return self
+
+    def nic(self, name: str, nic: str, state: NicState = NicState.DOWN) -> ClusterBuilder:
+        self.topologies[name] = self.topologies[name].with_nic_state(nic, state)
+        return self
+
+    def unhealthy(self, name: str, gpu: int, reason: str = "XID 79") -> ClusterBuilder:
+        self.topologies[name] = self.topologies[name].with_gpu_health(gpu, GpuHealthState.UNHEALTHY, reason)
+        return self
+
+    def not_ready(self, name: str, since: datetime) -> ClusterBuilder:
+        self.nodes[name] = replace(self.nodes[name], ready=False, ready_since=since)
+        return self
+
+    def delete(self, name: str) -> ClusterBuilder:
+        del self.nodes[name]
+        return self
+
+    def holds(self, node: str, namespace: str, pod_name: str, gpus: list[int]) -> ClusterBuilder:
+        self.real.setdefault(node, []).append(PodGpus(namespace=namespace, name=pod_name, gpus=gpus))
+        return self
+
+    def with_pods(self, *pods: PodFacts) -> ClusterBuilder:
+        self.pods.extend(pods)
+        return self
+
+    def view(self) -> ClusterView:
+        return ClusterView(
+            topologies={n: TopologyFacts(n, t, tuple(self.real.get(n, ()))) for n, t in self.topologies.items()},
+            nodes=dict(self.nodes),
+            pods=tuple(p for p in self.pods if p.node),
+        )
+
+
+def cluster() -> ClusterBuilder:
+    return ClusterBuilder()

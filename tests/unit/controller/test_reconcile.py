@@ -1,0 +1,291 @@
+"""Control passes on plain data: a job's way from Pending to Running and what a fault does to it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from builders import T0, at, cluster, foreign_pod, job, pod
+from gputopo.api.group import ANNOTATION_GPUS, GANG_GATE
+from gputopo.api.nodetopology import LinkState, NicState
+from gputopo.api.trainingjob import JobPhase, Placement, TrainingJobStatus, WorkerPlacement
+from gputopo.controller.actions import JobActions
+from gputopo.controller.facts import JobFacts, JobKey, PodFacts
+from gputopo.controller.ledger import PlannedGang
+from gputopo.controller.lifecycle import Config
+from gputopo.controller.reconcile import Pass, run_pass
+from gputopo.controller.view import ClusterView
+from gputopo.placement import DEFAULT_TIERS, place
+
+CONFIG = Config(DEFAULT_TIERS, unschedulable_timeout=60, not_ready_grace=30)
+
+
+def run(
+    jobs: Sequence[JobFacts],
+    view: ClusterView,
+    pods: Sequence[PodFacts] = (),
+    now: float = 10.0,
+    ledger: Sequence[PlannedGang] = (),
+) -> Pass:
+    by_job: dict[JobKey, list[PodFacts]] = {}
+    for p in pods:
+        by_job.setdefault((p.namespace, str(p.job)), []).append(p)
+    return run_pass({j.key: j for j in jobs}, by_job, view, ledger, {}, CONFIG, at(now), place)
+
+
+def actions_of(result: Pass, name: str) -> JobActions:
+    return next(a for a in result.actions if a.job[1] == name)
+
+
+def placed(workers: list[tuple[str, list[int]]], generation: int = 1, nics: list[str] | None = None) -> Placement:
+    return Placement(
+        generation=generation,
+        estimatedBusBandwidthGBps=400.0,
+        bottleneck="test",
+        workers=[WorkerPlacement(rank=i, node=n, gpus=g, nics=nics or []) for i, (n, g) in enumerate(workers)],
+    )
+
+
+def running(placement: Placement, **extra: object) -> TrainingJobStatus:
+    return TrainingJobStatus(
+        phase=JobPhase.RUNNING, placement=placement, start_time=T0, observed_generation=1, **extra
+    )
+
+
+def gang(j: JobFacts, placement: Placement, phase: str = "Running") -> list[PodFacts]:
+    return [
+        pod(j, w.rank, node=w.node, gpus=tuple(w.gpus), generation=placement.generation, phase=phase)
+        for w in placement.workers
+    ]
+
+
+def test_a_new_job_is_placed_and_its_gated_pods_are_created() -> None:
+    j = job("llm", workers=1, gpus=2, topology={"intraNode": "nvlink"})
+    view = cluster().node("n1", "h100-nvl-pairs").view()
+    result = run([j], view)
+    actions = actions_of(result, "llm")
+    assert actions.status is not None and actions.status.phase is JobPhase.PLACING
+    assert actions.status.placement is not None
+    worker = actions.status.placement.workers[0]
+    assert worker.node == "n1" and len(worker.gpus) == 2
+    assert view.topologies["n1"].topology is not None
+    assert view.topologies["n1"].topology.link(*worker.gpus).kind.value == "NVLink"
+    assert [p["metadata"]["name"] for p in actions.pods] == ["llm-0"]
+    assert actions.pods[0]["spec"]["schedulingGates"] == [{"name": GANG_GATE}]
+    assert actions.service is not None and actions.service["spec"]["clusterIP"] == "None"
+    assert [r.job for r in result.reservations] == [("default", "llm")]
+    assert any(e.reason == "Placed" for e in actions.events)
+
+
+def test_two_jobs_in_one_pass_never_share_a_gpu() -> None:
+    jobs = [job(f"j{i}", gpus=2, created=i) for i in range(4)]
+    result = run(jobs, cluster().node("n1").view())
+    taken = [g for a in result.actions for w in (a.status.placement.workers if a.status and a.status.placement else []) for g in w.gpus]
+    assert len(taken) == 8 and len(set(taken)) == 8
+
+
+def test_gpus_held_by_foreign_pods_and_the_ledger_count_as_used() -> None:
+    view = cluster().node("n1").with_pods(foreign_pod("other", "n1", 4)).view()
+    ledger = [PlannedGang(("default", "earlier"), 1, (("n1", (0, 1)),))]
+    result = run([job("llm", gpus=4)], view, ledger=ledger)
+    status = actions_of(result, "llm").status
+    assert status is not None and status.phase is JobPhase.PENDING
+    placed_cond = next(c for c in status.conditions if c.type == "Placed")
+    assert placed_cond.status == "False" and placed_cond.reason == "Unplaceable" and placed_cond.message
+    assert result.queue_length == 1
+
+
+def test_a_waiting_job_starts_when_room_frees() -> None:
+    j = job("llm", gpus=8)
+    busy = cluster().node("n1").with_pods(foreign_pod("other", "n1", 8)).view()
+    assert run([j], busy).reservations == []
+    assert [r.job for r in run([j], cluster().node("n1").view()).reservations] == [j.key]
+
+
+def test_gates_are_removed_only_when_the_whole_gang_exists() -> None:
+    placement = placed([("n1", [0, 1, 2, 3, 4, 5, 6, 7]), ("n2", [0, 1, 2, 3, 4, 5, 6, 7])])
+    j = job("big", workers=2, status=TrainingJobStatus(phase=JobPhase.PLACING, placement=placement))
+    view = cluster().node("n1").node("n2").view()
+    half = [pod(j, 0, gpus=tuple(range(8)), gated=True)]
+    actions = actions_of(run([j], view, half), "big")
+    assert actions.ungate == [] and [p["metadata"]["name"] for p in actions.pods] == ["big-1"]
+    whole = [*half, pod(j, 1, gpus=tuple(range(8)), gated=True)]
+    assert actions_of(run([j], view, whole), "big").ungate == ["big-0", "big-1"]
+
+
+def test_the_job_runs_when_every_worker_is_bound_and_running() -> None:
+    placement = placed([("n1", [0, 1])])
+    j = job("llm", gpus=2, status=TrainingJobStatus(phase=JobPhase.PLACING, placement=placement, start_time=T0))
+    status = actions_of(run([j], cluster().node("n1").view(), gang(j, placement)), "llm").status
+    assert status is not None and status.phase is JobPhase.RUNNING
+
+
+def test_the_job_succeeds_when_every_worker_succeeds_and_ttl_deletes_it() -> None:
+    placement = placed([("n1", [0, 1]), ("n2", [0, 1])])
+    j = job("llm", workers=2, gpus=2, runPolicy={"ttlSecondsAfterFinished": 30}, status=running(placement))
+    status = actions_of(run([j], cluster().node("n1").node("n2").view(), gang(j, placement, "Succeeded")), "llm").status
+    assert status is not None and status.phase is JobPhase.SUCCEEDED and status.completion_time == at(10)
+    done = job("llm", workers=2, gpus=2, runPolicy={"ttlSecondsAfterFinished": 30}, status=status)
+    assert not any(a.delete_job for a in run([done], cluster().view(), now=39).actions)
+    assert actions_of(run([done], cluster().view(), now=41), "llm").delete_job
+
+
+def test_active_deadline_fails_the_job_and_deletes_its_pods() -> None:
+    placement = placed([("n1", [0, 1])])
+    j = job("llm", gpus=2, runPolicy={"activeDeadlineSeconds": 5}, status=running(placement))
+    actions = actions_of(run([j], cluster().node("n1").view(), gang(j, placement)), "llm")
+    assert actions.status is not None and actions.status.phase is JobPhase.FAILED
+    assert next(c for c in actions.status.conditions if c.type == "Failed").reason == "DeadlineExceeded"
+    assert [d.name for d in actions.deletions] == ["llm-0"]
+
+
+@pytest.mark.parametrize(
+    ("restarts", "max_restarts", "phase", "reason"),
+    [(0, 3, JobPhase.RESCHEDULING, "WorkerFailed"), (3, 3, JobPhase.FAILED, "WorkerFailed")],
+    ids=["restarts-left", "restarts-exhausted"],
+)
+def test_a_failed_worker_follows_the_failure_policy(
+    restarts: int, max_restarts: int, phase: JobPhase, reason: str
+) -> None:
+    placement = placed([("n1", [0, 1]), ("n2", [0, 1])])
+    status = running(placement, restarts=restarts)
+    j = job("llm", workers=2, gpus=2, failurePolicy={"maxRestarts": max_restarts}, status=status)
+    pods = gang(j, placement)
+    pods[1] = pod(j, 1, node="n2", gpus=(0, 1), phase="Failed")
+    actions = actions_of(run([j], cluster().node("n1").node("n2").view(), pods), "llm")
+    assert actions.status is not None and actions.status.phase is phase
+    assert {d.name for d in actions.deletions} == {"llm-0", "llm-1"}
+    assert any(e.reason == reason for e in actions.events)
+
+
+def test_link_down_in_a_used_pair_re_places_on_healthy_gpus() -> None:
+    placement = placed([("n1", [0, 1])])
+    policy = {"gracePeriodSeconds": 15, "backoffSeconds": 0}
+    j = job("llm", gpus=2, failurePolicy=policy, status=running(placement))
+    view = cluster().node("n1").link("n1", 0, 1).view()
+    result = run([j], view, gang(j, placement))
+    actions = actions_of(result, "llm")
+    assert actions.status is not None
+    assert actions.status.restarts == 1 and actions.status.phase is JobPhase.RESCHEDULING
+    assert [(d.name, d.grace_seconds) for d in actions.deletions] == [("llm-0", 15)]
+    assert any(e.reason == "LinkDown" and e.type == "Warning" for e in actions.events)
+    assert result.restarts == ["LinkDown"]
+    # Planned in the same pass, away from the broken pair; the pods wait until the old ones are gone.
+    new = actions.status.placement
+    assert new is not None and new.generation == 2 and new.workers
+    assert not {0, 1} <= set(new.workers[0].gpus) and actions.pods == []
+
+
+def test_link_down_in_gpus_the_job_does_not_use_changes_nothing() -> None:
+    placement = placed([("n1", [0, 1])])
+    j = job("llm", gpus=2, status=running(placement))
+    result = run([j], cluster().node("n1").link("n1", 4, 5).view(), gang(j, placement))
+    assert result.actions == []
+
+
+def _rail_job(min_busbw: float) -> tuple[JobFacts, Placement]:
+    nics = [f"mlx5_{i}" for i in range(8)]
+    placement = placed([("n1", list(range(8))), ("n2", list(range(8)))], nics=nics)
+    j = job(
+        "rails",
+        workers=2,
+        gpus=8,
+        topology={"minBusBandwidthGBps": min_busbw},
+        failurePolicy={"onLinkFailure": "Tolerate"},
+        status=running(placement),
+    )
+    return j, placement
+
+
+def test_nic_down_with_tolerate_and_enough_bandwidth_shows_the_degraded_estimate() -> None:
+    j, placement = _rail_job(min_busbw=100)
+    view = cluster().node("n1").node("n2").nic("n1", "mlx5_3", NicState.DOWN).view()
+    actions = actions_of(run([j], view, gang(j, placement)), "rails")
+    assert actions.status is not None and actions.status.restarts == 0 and actions.deletions == []
+    assert actions.status.phase is JobPhase.RUNNING
+    degraded = next(c for c in actions.status.conditions if c.type == "Degraded")
+    assert degraded.status == "True" and degraded.reason == "NicDown"
+    assert actions.status.placement is not None
+    assert actions.status.placement.estimated_bus_bandwidth_g_bps < 400.0
+
+
+def test_nic_down_with_tolerate_below_the_minimum_re_places() -> None:
+    j, placement = _rail_job(min_busbw=10_000)
+    view = cluster().node("n1").node("n2").nic("n1", "mlx5_3", NicState.DOWN).view()
+    actions = actions_of(run([j], view, gang(j, placement)), "rails")
+    assert actions.status is not None and actions.status.restarts == 1
+    assert {d.name for d in actions.deletions} == {"rails-0", "rails-1"}
+
+
+def test_a_second_fault_inside_the_cooldown_waits() -> None:
+    placement = placed([("n1", [0, 1])], generation=2)
+    status = running(placement, restarts=1, last_restart_time=at(5))
+    j = job("llm", gpus=2, failurePolicy={"cooldownSeconds": 30}, status=status)
+    view = cluster().node("n1").link("n1", 0, 1, LinkState.DEGRADED).view()
+    result = run([j], view, gang(j, placement, "Running"))
+    actions = actions_of(result, "llm")
+    assert actions.status is not None and actions.status.restarts == 1 and actions.deletions == []
+    assert result.wake_at == at(35)
+
+
+def test_node_not_ready_is_a_fault_only_after_the_grace() -> None:
+    placement = placed([("n1", [0, 1])])
+    j = job("llm", gpus=2, status=running(placement))
+    view = cluster().node("n1").node("n2").not_ready("n1", at(0)).view()
+    early = run([j], view, gang(j, placement), now=20)
+    assert early.actions == [] and early.wake_at == at(30)
+    j = job("llm", gpus=2, failurePolicy={"backoffSeconds": 0}, status=running(placement))
+    late = actions_of(run([j], view, gang(j, placement), now=31), "llm")
+    assert late.status is not None and late.status.restarts == 1
+    assert [(d.name, d.grace_seconds) for d in late.deletions] == [("llm-0", 0)]
+    assert late.status.placement is not None and late.status.placement.workers[0].node == "n2"
+
+
+def test_max_restarts_exhausted_fails_with_the_reason() -> None:
+    placement = placed([("n1", [0, 1])])
+    j = job("llm", gpus=2, failurePolicy={"maxRestarts": 1}, status=running(placement, restarts=1))
+    actions = actions_of(run([j], cluster().node("n1").unhealthy("n1", 1).view(), gang(j, placement)), "llm")
+    assert actions.status is not None and actions.status.phase is JobPhase.FAILED
+    failed = next(c for c in actions.status.conditions if c.type == "Failed")
+    assert failed.reason == "RestartsExhausted" and "GPU1" in failed.message
+
+
+def test_reality_wins_when_the_pod_holds_other_gpus() -> None:
+    placement = placed([("n1", [0, 1])])
+    j = job("llm", gpus=2, status=running(placement))
+    view = cluster().node("n1").holds("n1", "default", "llm-0", [4, 5]).view()
+    actions = actions_of(run([j], view, gang(j, placement)), "llm")
+    assert actions.status is not None and actions.status.placement is not None
+    assert actions.status.placement.workers[0].gpus == [4, 5]
+    assert any(e.reason == "GpusDiffer" for e in actions.events)
+
+
+def test_a_pod_unschedulable_too_long_sends_the_job_back_to_planning() -> None:
+    placement = placed([("n1", [0, 1])])
+    j = job("llm", gpus=2, status=TrainingJobStatus(phase=JobPhase.PLACING, placement=placement))
+    stuck = [pod(j, 0, gpus=(0, 1), unschedulable_since=at(0))]
+    result = run([j], cluster().node("n1").node("n2").view(), stuck, now=61)
+    actions = actions_of(result, "llm")
+    assert [d.name for d in actions.deletions] == ["llm-0"]
+    assert result.avoid == {j.key: frozenset({"n1"})}
+    assert any(e.reason == "PlacementTimedOut" for e in actions.events)
+
+
+def test_an_invalid_job_gets_a_clear_condition_and_is_not_queued() -> None:
+    j = job("llm", gpus=2, template={"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 4}}}]}})
+    result = run([j], cluster().node("n1").view())
+    actions = actions_of(result, "llm")
+    assert actions.status is not None
+    invalid = next(c for c in actions.status.conditions if c.type == "Invalid")
+    assert invalid.status == "True" and invalid.reason == "InvalidSpec" and "gpusPerWorker is 2" in invalid.message
+    assert result.reservations == [] and actions.pods == []
+
+
+def test_a_restarted_operator_adopts_the_pods_it_finds() -> None:
+    placement = placed([("n1", [0, 1]), ("n2", [0, 1])])
+    j = job("llm", workers=2, gpus=2, status=TrainingJobStatus(phase=JobPhase.PLACING, placement=placement))
+    existing = [pod(j, 0, gpus=(0, 1), gated=True)]
+    actions = actions_of(run([j], cluster().node("n1").node("n2").view(), existing), "llm")
+    assert [p["metadata"]["name"] for p in actions.pods] == ["llm-1"]
+    assert actions.pods[0]["metadata"]["annotations"][ANNOTATION_GPUS] == "0,1"
+    assert actions.deletions == [] and actions.status is None or actions.status.placement == placement  # type: ignore[union-attr]
