@@ -61,13 +61,32 @@ def _slots(values: tuple[float, ...], theta: float) -> int:
     return 0
 
 
+def _options(values: tuple[float, ...], theta: float) -> list[int]:
+    """Worker counts at which a node reaches θ (the NICs of more GPUs can make more workers faster)."""
+    return [m for m in range(1, len(values) + 1) if values[m - 1] >= theta]
+
+
+def _reachable(option_lists: Sequence[list[int]], workers: int) -> list[int]:
+    """suffix[j]: bit w set when nodes j.. can take exactly w workers."""
+    limit = (1 << (workers + 1)) - 1
+    suffix = [1] * (len(option_lists) + 1)
+    for j in range(len(option_lists) - 1, -1, -1):
+        bits = suffix[j + 1]
+        for m in option_lists[j]:
+            bits |= suffix[j + 1] << m
+        suffix[j] = bits & limit
+    return suffix
+
+
 def _threshold(members: Sequence[tuple[Candidate, tuple[float, ...]]], workers: int) -> float | None:
-    """The highest θ at which the members hold ``workers`` workers, each node reaching θ."""
+    """The highest θ at which the members hold exactly ``workers`` workers, each node reaching θ."""
     thetas = sorted({v for _, values in members for v in values})
     lo, hi, found = 0, len(thetas) - 1, None
     while lo <= hi:
         mid = (lo + hi) // 2
-        if sum(_slots(values, thetas[mid]) for _, values in members) >= workers:
+        if sum(_slots(values, thetas[mid]) for _, values in members) >= workers and (
+            _reachable([_options(v, thetas[mid]) for _, v in members], workers)[0] >> workers & 1
+        ):
             found, lo = thetas[mid], mid + 1
         else:
             hi = mid - 1
@@ -91,19 +110,29 @@ def _fill(
     for key, entries in subs.items():
         entries.sort(key=lambda e: (e[0], e[1].node))
         pools.append((sum(_slots(v, theta) for _, _, v in entries), key, entries))
-    shares: list[NodeShare] = []
+    # Preference order: fullest lower-tier switches first, the last one best fit.
+    order: list[tuple[Candidate, tuple[float, ...]]] = []
     need = workers
-    while need > 0 and pools:
-        fitting = [p for p in pools if p[0] >= need]
+    while pools:
+        fitting = [p for p in pools if p[0] >= need] if need > 0 else []
         pool = min(fitting, key=lambda p: (p[0], p[1])) if fitting else max(pools, key=lambda p: (p[0], p[1]))
         pools.remove(pool)
-        for _, cand, values in pool[2]:
-            if need == 0:
-                break
-            take = next((m for m in range(min(_slots(values, theta), need), 0, -1) if values[m - 1] >= theta), 0)
-            if take:
-                shares.append(NodeShare(cand.node, cand.offer.groups[take - 1]))
-                need -= take
+        order.extend((cand, values) for _, cand, values in pool[2])
+        need -= pool[0]
+    options = [_options(values, theta) for _, values in order]
+    suffix = _reachable(options, workers)
+    if not suffix[0] >> workers & 1:
+        return None
+    shares: list[NodeShare] = []
+    need = workers
+    for j, (cand, _) in enumerate(order):
+        if need == 0:
+            break
+        # The most workers this node can take while the rest can still make up the gang exactly.
+        take = next((m for m in sorted(options[j], reverse=True) if m <= need and suffix[j + 1] >> (need - m) & 1), 0)
+        if take:
+            shares.append(NodeShare(cand.node, cand.offer.groups[take - 1]))
+            need -= take
     return shares if need == 0 else None
 
 
@@ -129,9 +158,14 @@ def _solve(snapshot: Snapshot, request: Request, cands: Sequence[Candidate]) -> 
         for tier in range(top + 1):
             factor = snapshot.tiers.oversubscription(tier)
             domains: dict[str, list[tuple[Candidate, tuple[float, ...]]]] = defaultdict(list)
+            values: dict[int, tuple[float, ...]] = {}
+            all_domains = snapshot.domains
             for cand in cands:
-                name = snapshot.domains[cand.node][tier] if tier < len(snapshot.tiers) else _CLUSTER
-                domains[name].append((cand, _values(cand.offer, factor)))
+                name = all_domains[cand.node][tier] if tier < len(snapshot.tiers) else _CLUSTER
+                v = values.get(id(cand.offer))
+                if v is None:
+                    v = values[id(cand.offer)] = _values(cand.offer, factor)
+                domains[name].append((cand, v))
             for members in domains.values():
                 if len(members) < 2 or sum(c.offer.capacity for c, _ in members) < workers:
                     continue

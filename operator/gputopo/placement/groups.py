@@ -44,13 +44,19 @@ class Candidate:
     offer: NodeOffer
 
 
+# Subset tables depend on the topology alone; they are kept across snapshots (bounded, oldest dropped).
+_TABLES: dict[int, SubsetTable] = {}
+_TABLES_MAX = 512
+
+
 def table_for(snapshot: Snapshot, topology: Topology) -> SubsetTable:
-    key = ("table", id(topology))
-    table = snapshot.cache.get(key)
+    del snapshot  # kept in the signature: the cache is an implementation detail
+    table = _TABLES.get(id(topology))
     if table is None or table.topology is not topology:
         table = subset_table(topology)
-        snapshot.cache[key] = table
-    assert isinstance(table, SubsetTable)
+        if len(_TABLES) >= _TABLES_MAX:
+            del _TABLES[next(iter(_TABLES))]
+        _TABLES[id(topology)] = table
     return table
 
 
@@ -81,12 +87,19 @@ def _best_group(table: SubsetTable, free: int, taken: int, k: int, intra: IntraN
 
 
 def node_offer(snapshot: Snapshot, node: NodeInfo, k: int, intra: IntraNode) -> NodeOffer:
+    # Keyed on the used set as given (a frozenset hashes once), so a node class costs one lookup.
+    fast = ("offer-used", id(node.topology), node.used_gpus, k, intra)
+    found = snapshot.cache.get(fast)
+    if found is not None and found.table.topology is node.topology:
+        assert isinstance(found, NodeOffer)
+        return found
     table = table_for(snapshot, node.topology)
     free = usable_mask(node, table)
     key = ("offer", id(node.topology), free, k, intra)
     offer = snapshot.cache.get(key)
     if offer is not None:
         assert isinstance(offer, NodeOffer)
+        snapshot.cache[fast] = offer
         return offer
     groups: list[tuple[int, ...]] = []
     intra_bw: list[float] = []
@@ -105,5 +118,5 @@ def node_offer(snapshot: Snapshot, node: NodeInfo, k: int, intra: IntraNode) -> 
         gpus = [i for i in range(table.topology.gpu_count) if taken >> i & 1]
         inter_bw.append(inter_node_gbps(table.topology, gpus)[0])
     offer = NodeOffer(table, tuple(groups), tuple(intra_bw), tuple(inter_bw), free.bit_count())
-    snapshot.cache[key] = offer
+    snapshot.cache[key] = snapshot.cache[fast] = offer
     return offer

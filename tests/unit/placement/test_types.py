@@ -11,7 +11,8 @@ from gputopo.placement.types import Placement
 def test_request_from_spec() -> None:
     spec = TrainingJobSpec.model_validate({
         "workers": 4, "gpusPerWorker": 8,
-        "topology": {"intraNode": "nvswitch", "minBusBandwidthGBps": 100, "interNode": {"requiredTier": 1, "preferredTier": 0}},
+        "topology": {"intraNode": "nvswitch", "minBusBandwidthGBps": 100,
+                     "interNode": {"requiredTier": 1, "preferredTier": 0}},
         "gpu": {"model": "H100", "sameDriver": True},
         "template": {"spec": {
             "containers": [{"name": "w"}],
