@@ -273,6 +273,8 @@ OPERATOR_CAN = [
     ("keep-peering", "patch", "clusterkopfpeerings.kopf.dev", "", ""),
     ("scan-crds", "watch", "customresourcedefinitions.apiextensions.k8s.io", "", ""),
     ("own-configmap", "patch", "configmaps", "", NS),
+    ("create-own-configmap", "create", "configmaps", "", NS),
+    ("watch-configmaps-for-kopf", "watch", "configmaps", "", "-A"),
 ]
 OPERATOR_CANNOT = [
     ("read-secrets", "get", "secrets", "", "-A"),
@@ -282,6 +284,7 @@ OPERATOR_CANNOT = [
     ("delete-trainingjobs", "delete", "trainingjobs.gputopo.io", "", "-A"),
     ("exec-into-pods", "create", "pods", "exec", "-A"),
     ("configmaps-elsewhere", "patch", "configmaps", "", "default"),
+    ("create-configmaps-elsewhere", "create", "configmaps", "", "default"),
     ("create-deployments", "create", "deployments.apps", "", "-A"),
     ("grant-itself-more", "bind", "clusterroles.rbac.authorization.k8s.io", "", ""),
 ]
