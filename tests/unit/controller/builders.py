@@ -101,7 +101,9 @@ class ClusterBuilder:
         self.real: dict[str, list[PodGpus]] = {}
         self.pods: list[PodFacts] = []
 
-    def node(self, name: str, node_type: str = "hgx-h100", leaf: str = "leaf-a", spine: str = "spine-a") -> ClusterBuilder:
+    def node(
+        self, name: str, node_type: str = "hgx-h100", leaf: str = "leaf-a", spine: str = "spine-a"
+    ) -> ClusterBuilder:
         self.topologies[name] = load_node_type(node_type)
         self.nodes[name] = NodeFacts(name, {TIER0: leaf, TIER1: spine}, ready=True, ready_since=T0)
         return self

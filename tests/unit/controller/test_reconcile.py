@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 from builders import T0, at, cluster, foreign_pod, job, pod
+
 from gputopo.api.group import ANNOTATION_GPUS, GANG_GATE
 from gputopo.api.nodetopology import LinkState, NicState
 from gputopo.api.trainingjob import JobPhase, Placement, TrainingJobStatus, WorkerPlacement
@@ -47,9 +48,7 @@ def placed(workers: list[tuple[str, list[int]]], generation: int = 1, nics: list
 
 
 def running(placement: Placement, **extra: object) -> TrainingJobStatus:
-    return TrainingJobStatus(
-        phase=JobPhase.RUNNING, placement=placement, start_time=T0, observed_generation=1, **extra
-    )
+    return TrainingJobStatus(phase=JobPhase.RUNNING, placement=placement, start_time=T0, observed_generation=1, **extra)
 
 
 def gang(j: JobFacts, placement: Placement, phase: str = "Running") -> list[PodFacts]:
@@ -80,7 +79,12 @@ def test_a_new_job_is_placed_and_its_gated_pods_are_created() -> None:
 def test_two_jobs_in_one_pass_never_share_a_gpu() -> None:
     jobs = [job(f"j{i}", gpus=2, created=i) for i in range(4)]
     result = run(jobs, cluster().node("n1").view())
-    taken = [g for a in result.actions for w in (a.status.placement.workers if a.status and a.status.placement else []) for g in w.gpus]
+    taken = [
+        g
+        for a in result.actions
+        for w in (a.status.placement.workers if a.status and a.status.placement else [])
+        for g in w.gpus
+    ]
     assert len(taken) == 8 and len(set(taken)) == 8
 
 
@@ -272,7 +276,11 @@ def test_a_pod_unschedulable_too_long_sends_the_job_back_to_planning() -> None:
 
 
 def test_an_invalid_job_gets_a_clear_condition_and_is_not_queued() -> None:
-    j = job("llm", gpus=2, template={"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 4}}}]}})
+    j = job(
+        "llm",
+        gpus=2,
+        template={"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 4}}}]}},
+    )
     result = run([j], cluster().node("n1").view())
     actions = actions_of(result, "llm")
     assert actions.status is not None
@@ -288,4 +296,4 @@ def test_a_restarted_operator_adopts_the_pods_it_finds() -> None:
     actions = actions_of(run([j], cluster().node("n1").node("n2").view(), existing), "llm")
     assert [p["metadata"]["name"] for p in actions.pods] == ["llm-1"]
     assert actions.pods[0]["metadata"]["annotations"][ANNOTATION_GPUS] == "0,1"
-    assert actions.deletions == [] and actions.status is None or actions.status.placement == placement  # type: ignore[union-attr]
+    assert (actions.deletions == [] and actions.status is None) or actions.status.placement == placement  # type: ignore[union-attr]
