@@ -77,6 +77,34 @@ def _edges(topology: Topology) -> Iterable[tuple[Key, Key, LinkKind]]:
             yield ("gpu", a), ("gpu", b), link.kind
 
 
+def _numa_ids(
+    groups: list[list[Key]], known: dict[Key, int | None], topology: Topology
+) -> list[tuple[list[Key], int]]:
+    """A NUMA node per group: the one its devices report, unless a NIC says SYS between two groups that
+    would then share it (real outputs are not always consistent); then another id."""
+    sys_pairs = {
+        (("nic", n.name), ("gpu", g)) for n in topology.nics for g, k in enumerate(n.affinity) if k is LinkKind.SYS
+    }
+
+    def apart(x: list[Key], y: list[Key]) -> bool:
+        return any((a, b) in sys_pairs or (b, a) in sys_pairs for a in x for b in y)
+
+    order = sorted(groups, key=lambda g: (not any(m[0] == "nic" for m in g), -len(g)))
+    assigned: list[tuple[list[Key], int]] = []
+    used = {v for v in known.values() if v is not None}
+    for group in order:
+        votes = Counter(known[m] for m in group if known[m] is not None)
+        wanted = [v for v, _ in votes.most_common()] + sorted({n for _, n in assigned} - set(votes))
+        free = [n for n in wanted if not any(apart(group, g) for g, id_ in assigned if id_ == n)]
+        if free:
+            numa = free[0]
+        else:
+            numa = max(used, default=-1) + 1
+            used.add(numa)
+        assigned.append((group, numa))
+    return sorted(assigned, key=lambda item: groups.index(item[0]))
+
+
 def build_pci_tree(topology: Topology, nvswitches: int = 0) -> PciTree:
     members: list[Key] = [("gpu", g.index) for g in topology.gpus] + [("nic", n.name) for n in topology.nics]
     close: dict[LinkKind, dict[Key, set[Key]]] = {k: {} for k in PCIE_LEVELS}
@@ -86,17 +114,10 @@ def build_pci_tree(topology: Topology, nvswitches: int = 0) -> PciTree:
             close[level].setdefault(y, set()).add(x)
     known: dict[Key, int | None] = {("gpu", g.index): g.numa_node for g in topology.gpus}
     known.update({("nic", n.name): n.numa_node for n in topology.nics})
-    used = {v for v in known.values() if v is not None}
     buses = _Buses()
     placed: dict[Key, Device] = {}
     tree = PciTree()
-    for numa_group in _groups(members, close[LinkKind.NODE]):
-        votes = Counter(known[m] for m in numa_group if known[m] is not None)
-        if votes:
-            numa = votes.most_common(1)[0][0]
-        else:
-            numa = max(used, default=-1) + 1
-            used.add(numa)
+    for numa_group, numa in _numa_ids(_groups(members, close[LinkKind.NODE]), known, topology):
         for rc_group in _groups(numa_group, close[LinkKind.PHB]):
             root = f"pci{buses.bdf()[:7]}"
             for rp_group in _groups(rc_group, close[LinkKind.PXB]):
@@ -107,9 +128,8 @@ def build_pci_tree(topology: Topology, nvswitches: int = 0) -> PciTree:
                         bridges = (*switch, buses.bdf())
                         for depth in range(1, len(bridges) + 1):
                             tree.bridges.add((root, bridges[:depth]))
-                        device_numa = known[m] if known[m] is not None else numa
                         pci_class = 0x030200 if m[0] == "gpu" else 0x020700
-                        placed[m] = Device(root, bridges, buses.bdf(), device_numa, pci_class)
+                        placed[m] = Device(root, bridges, buses.bdf(), numa, pci_class)
     tree.gpus = [placed[("gpu", g.index)] for g in topology.gpus]
     tree.nics = {n.name: placed[("nic", n.name)] for n in topology.nics}
     if nvswitches:

@@ -1,0 +1,166 @@
+"""The publisher: writes only on change plus a heartbeat, labels, Events on transitions, backoff on errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import ProbeFactory
+from probe_builders import hgx, pairs_board
+
+from gputopo.api.labels import (
+    LABEL_GPU_COUNT,
+    LABEL_GPU_MODEL,
+    LABEL_GPUDIRECT_RDMA,
+    LABEL_HEALTH,
+    LABEL_INTERCONNECT,
+    LABEL_NIC_COUNT,
+    LABEL_NIC_RATE,
+    LABEL_NVLINK_DOMAIN,
+)
+from gputopo.api.nodetopology import NodeTopologyStatus
+from gputopo_probe.errors import ApiError
+from gputopo_probe.publish.labels import node_labels
+from gputopo_probe.publish.publisher import Publisher
+
+
+class RecordingKube:
+    """Records what the publisher writes; ``fail`` makes the next calls raise."""
+
+    def __init__(self) -> None:
+        self.statuses: list[dict[str, Any]] = []
+        self.labels: list[dict[str, str]] = []
+        self.events: list[tuple[str, str, bool]] = []
+        self.fail: list[ApiError] = []
+
+    def _maybe_fail(self) -> None:
+        if self.fail:
+            raise self.fail.pop(0)
+
+    def node_uid(self, name: str) -> str:
+        self._maybe_fail()
+        return "uid-1"
+
+    def apply_node_topology(self, name: str, node_uid: str, status: dict[str, Any]) -> None:
+        self._maybe_fail()
+        assert node_uid == "uid-1"
+        self.statuses.append(status)
+
+    def apply_node_labels(self, name: str, labels: dict[str, str]) -> None:
+        self._maybe_fail()
+        self.labels.append(labels)
+
+    def node_event(self, node: str, node_uid: str, *, reason: str, message: str, warning: bool) -> None:
+        self._maybe_fail()
+        self.events.append((reason, message, warning))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _setup(fake_probe: ProbeFactory, heartbeat_s: float = 60.0) -> tuple[Any, Any, RecordingKube, Clock, Publisher]:
+    probe, _, store = fake_probe(hgx(), down_after=1, up_after=1)
+    kube, clock = RecordingKube(), Clock()
+    return probe, store, kube, clock, Publisher(kube, "node-1", heartbeat_s=heartbeat_s, clock=clock)
+
+
+def test_writes_only_on_change_plus_heartbeat(fake_probe: ProbeFactory) -> None:
+    probe, _, kube, clock, publisher = _setup(fake_probe, heartbeat_s=30)
+    assert publisher.publish(probe.poll())
+    for _ in range(5):
+        clock.now += 5
+        assert not publisher.publish(probe.poll())
+    assert len(kube.statuses) == 1 and len(kube.labels) == 1
+    clock.now += 10  # 35 s after the first write
+    assert publisher.publish(probe.poll())
+    assert len(kube.statuses) == 2 and len(kube.labels) == 1, "a heartbeat rewrites the status, not labels"
+    assert kube.statuses[1]["observedAt"] != kube.statuses[0]["observedAt"]
+
+
+def test_a_fault_is_published_with_labels_and_events(fake_probe: ProbeFactory) -> None:
+    probe, store, kube, clock, publisher = _setup(fake_probe)
+    publisher.publish(probe.poll())
+    store.link("node-1", 0, 1, "down")
+    clock.now += 1
+    assert publisher.publish(probe.poll())
+    status = NodeTopologyStatus.model_validate(kube.statuses[-1])
+    link = next(x for x in status.links if (x.a, x.b) == (0, 1))
+    assert link.state.value == "Down"
+    assert kube.labels[-1][LABEL_HEALTH] == "degraded"
+    assert kube.events == [("LinkDown", "link 0-1: Up -> Down", True)]
+    assert status.conditions[0].type == "Healthy" and status.conditions[0].status == "False"
+
+    store.clear("node-1")
+    clock.now += 1
+    assert publisher.publish(probe.poll())
+    assert kube.labels[-1][LABEL_HEALTH] == "healthy"
+    assert kube.events[-1] == ("LinkUp", "link 0-1: Down -> Up", False)
+
+
+def test_api_errors_back_off_and_lose_nothing(fake_probe: ProbeFactory) -> None:
+    probe, store, kube, clock, publisher = _setup(fake_probe)
+    publisher.publish(probe.poll())
+    store.nic("node-1", "mlx5_2", "down")
+    kube.fail = [ApiError("apply", 503), ApiError("apply", 503)]
+    assert not publisher.publish(probe.poll())
+    clock.now += 0.5
+    assert not publisher.publish(probe.poll()), "inside the backoff: no call"
+    assert len(kube.fail) == 1
+    clock.now += 1
+    assert not publisher.publish(probe.poll())  # second failure, now 2 s of backoff
+    clock.now += 2
+    assert publisher.publish(probe.poll())
+    assert kube.events == [("NicDown", "nic mlx5_2: Up -> Down", True)]
+    assert publisher.errors == 2 and publisher.backoff.failures == 0
+
+
+def test_odd_data_does_not_crash(fake_probe: ProbeFactory) -> None:
+    probe, _, kube, _, publisher = _setup(fake_probe)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise TypeError("unexpected")
+
+    kube.apply_node_topology = broken  # type: ignore[method-assign]
+    assert not publisher.publish(probe.poll())
+    assert publisher.errors == 1
+
+
+@pytest.mark.parametrize(
+    ("topology", "expected"),
+    [
+        (
+            hgx(),
+            {
+                LABEL_GPU_COUNT: "8",
+                LABEL_GPU_MODEL: "NVIDIA-H100-80GB-HBM3",
+                LABEL_INTERCONNECT: "nvswitch",
+                LABEL_NVLINK_DOMAIN: "8",
+                LABEL_NIC_COUNT: "8",
+                LABEL_NIC_RATE: "400",
+                LABEL_GPUDIRECT_RDMA: "true",
+                LABEL_HEALTH: "healthy",
+            },
+        ),
+        (
+            pairs_board(),
+            {
+                LABEL_GPU_COUNT: "4",
+                LABEL_GPU_MODEL: "NVIDIA-A100-80GB-PCIe",
+                LABEL_INTERCONNECT: "nvlink-pairs",
+                LABEL_NVLINK_DOMAIN: "2",
+                LABEL_NIC_COUNT: "1",
+                LABEL_NIC_RATE: "100",
+                LABEL_GPUDIRECT_RDMA: "false",
+                LABEL_HEALTH: "healthy",
+            },
+        ),
+    ],
+    ids=["hgx-h100", "nvlink-pairs"],
+)
+def test_summary_labels(topology: Any, expected: dict[str, str]) -> None:
+    assert node_labels(topology) == expected
