@@ -59,7 +59,7 @@ def _single(store: Iterable[Any]) -> Any:
 def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_runtime: Callable[[], Runtime]) -> None:
     """Register every handler on ``registry``; ``make_runtime`` builds the shared state at startup."""
 
-    @kopf.on.startup(registry=registry)
+    @kopf.on.startup(registry=registry, id="startup")
     async def startup(memo: kopf.Memo, settings: kopf.OperatorSettings, **_: Any) -> None:
         runtime = make_runtime()
         memo[RUNTIME] = runtime
@@ -80,13 +80,13 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
 
     # -- indexes ------------------------------------------------------------------------------------------
 
-    @kopf.index(GROUP, VERSION, "trainingjobs", registry=registry)
+    @kopf.index(GROUP, VERSION, "trainingjobs", registry=registry, id="training_jobs")
     def training_jobs(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[JobKey, JobFacts]:
         facts = job_facts(body)
         _poke(memo)
         return {facts.key: facts}
 
-    @kopf.index("v1", "pods", registry=registry)
+    @kopf.index("v1", "pods", registry=registry, id="job_pods")
     def job_pods(body: kopf.Body, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> dict[JobKey, PodFacts]:
         if LABEL_JOB not in labels:
             return {}
@@ -94,7 +94,7 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
         _poke(memo)
         return {(facts.namespace, str(facts.job)): facts}
 
-    @kopf.index("v1", "pods", registry=registry)
+    @kopf.index("v1", "pods", registry=registry, id="gpu_pods")
     def gpu_pods(body: kopf.Body, spec: kopf.Spec, memo: kopf.Memo, **_: Any) -> dict[str, PodFacts]:
         if not spec.get("nodeName") or not _requests_gpus(spec):
             return {}
@@ -103,7 +103,7 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
             _poke(memo)  # a pod that is not ours took GPUs
         return {facts.node: facts}
 
-    @kopf.index("v1", "nodes", registry=registry)
+    @kopf.index("v1", "nodes", registry=registry, id="nodes")
     def nodes(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, NodeFacts]:
         facts = node_facts(body)
         cache: dict[str, NodeFacts] = memo.setdefault("node_cache", {})
@@ -112,19 +112,23 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
             _poke(memo)  # heartbeats change nothing we read; a real change wakes the loop
         return {facts.name: facts}
 
-    @kopf.index(GROUP, VERSION, "nodetopologies", registry=registry)
+    @kopf.index(GROUP, VERSION, "nodetopologies", registry=registry, id="topologies")
     def topologies(body: kopf.Body, name: str, memo: kopf.Memo, **_: Any) -> dict[str, TopologyFacts]:
         return {name: _topology(memo, name, body)}
 
-    @kopf.on.delete("v1", "nodes", registry=registry, optional=True)
-    def node_deleted(memo: kopf.Memo, name: str, **_: Any) -> None:
-        memo.get("node_cache", {}).pop(name, None)
-        _poke(memo)
+    # Deletions leave the indexes by themselves; these wake the loop for them. Event handlers keep no
+    # state on the objects (change handlers would annotate every Node and NodeTopology).
+    @kopf.on.event("v1", "nodes", registry=registry, id="node_events")
+    def node_event(memo: kopf.Memo, name: str, type: str | None, **_: Any) -> None:
+        if type == "DELETED":
+            memo.setdefault("node_cache", {}).pop(name, None)
+            _poke(memo)
 
-    @kopf.on.delete(GROUP, VERSION, "nodetopologies", registry=registry, optional=True)
-    def topology_deleted(memo: kopf.Memo, name: str, **_: Any) -> None:
-        memo.get(_TOPOLOGY_CACHE, {}).pop(name, None)
-        _poke(memo)
+    @kopf.on.event(GROUP, VERSION, "nodetopologies", registry=registry, id="topology_events")
+    def topology_event(memo: kopf.Memo, name: str, type: str | None, **_: Any) -> None:
+        if type == "DELETED":
+            memo.setdefault(_TOPOLOGY_CACHE, {}).pop(name, None)
+            _poke(memo)
 
     # -- the control loop -----------------------------------------------------------------------------------
 
@@ -133,6 +137,7 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
         "v1",
         "configmaps",
         registry=registry,
+        id="control_loop",
         field="metadata.name",
         value=settings.config_map,
         when=lambda namespace, **_: namespace == settings.operator_namespace,
