@@ -77,9 +77,7 @@ def _edges(topology: Topology) -> Iterable[tuple[Key, Key, LinkKind]]:
             yield ("gpu", a), ("gpu", b), link.kind
 
 
-def _numa_ids(
-    groups: list[list[Key]], known: dict[Key, int | None], topology: Topology
-) -> list[tuple[list[Key], int]]:
+def _numa_ids(groups: list[list[Key]], known: dict[Key, int | None], topology: Topology) -> list[tuple[list[Key], int]]:
     """A NUMA node per group: the one its devices report, unless a NIC says SYS between two groups that
     would then share it (real outputs are not always consistent); then another id."""
     sys_pairs = {
@@ -93,7 +91,7 @@ def _numa_ids(
     assigned: list[tuple[list[Key], int]] = []
     used = {v for v in known.values() if v is not None}
     for group in order:
-        votes = Counter(known[m] for m in group if known[m] is not None)
+        votes: Counter[int] = Counter(v for v in (known[m] for m in group) if v is not None)
         wanted = [v for v, _ in votes.most_common()] + sorted({n for _, n in assigned} - set(votes))
         free = [n for n in wanted if not any(apart(group, g) for g, id_ in assigned if id_ == n)]
         if free:

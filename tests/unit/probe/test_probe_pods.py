@@ -1,0 +1,141 @@
+"""What each pod holds: the kubelet PodResources API, and the fake device plugin's choice."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from probe_builders import hgx, pairs_board
+
+from gputopo.api.nodetopology import PodGpus
+from gputopo_probe.errors import PodResourcesError
+from gputopo_probe.fake.allocation import FakeAllocator, best_effort
+from gputopo_probe.podresources import api_pb2
+from gputopo_probe.podresources.client import PodResourcesClient
+
+
+def pod(name: str, gpus: int, plan: str | None = None, node: str = "node-1", phase: str = "Pending") -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": "ml", "name": name, "annotations": {"gputopo.io/gpus": plan} if plan else {}},
+        "spec": {"nodeName": node, "containers": [{"resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
+        "status": {"phase": phase},
+    }
+
+
+@pytest.mark.parametrize(
+    ("mode", "plan", "expected"),
+    [
+        ("plan", "4,5", [4, 5]),
+        ("device-plugin", "4,5", [0, 1]),
+        ("plan", "3", [0, 1]),
+        ("plan", "9,10", [0, 1]),
+    ],
+    ids=["plan-honoured", "device-plugin-ignores-plan", "plan-of-wrong-size", "plan-of-missing-gpus"],
+)
+def test_fake_allocation(mode: Any, plan: str, expected: list[int]) -> None:
+    allocator = FakeAllocator(hgx(), mode)
+    allocator.observe("ADDED", pod("w0", 2, plan))
+    assert allocator.pods() == [PodGpus(namespace="ml", name="w0", gpus=expected)]
+
+
+def test_plan_of_taken_gpus_falls_back_and_deletion_frees() -> None:
+    allocator = FakeAllocator(hgx())
+    allocator.observe("ADDED", pod("a", 2, "0,1"))
+    allocator.observe("ADDED", pod("b", 2, "1,2"))
+    assert [p.gpus for p in allocator.pods()] == [[0, 1], [2, 3]]
+    allocator.observe("MODIFIED", pod("a", 2, "0,1", phase="Succeeded"))
+    allocator.observe("DELETED", pod("b", 2))
+    assert allocator.pods() == [] and allocator.free() == list(range(8))
+
+
+@pytest.mark.parametrize(
+    ("pod_spec", "held"),
+    [(pod("x", 0), False), (pod("x", 2, node=""), False), (pod("x", 9), False), (pod("x", 1), True)],
+    ids=["no-gpus", "not-bound", "too-many", "one-gpu"],
+)
+def test_only_bound_gpu_pods_are_allocated(pod_spec: dict[str, Any], held: bool) -> None:
+    allocator = FakeAllocator(hgx())
+    allocator.observe("ADDED", pod_spec)
+    assert bool(allocator.pods()) is held
+
+
+def test_best_effort_prefers_nvlink_pairs() -> None:
+    assert best_effort(pairs_board(), [1, 2, 3], 2) == [2, 3]
+    assert best_effort(pairs_board(), [0, 2], 2) == [0, 2]
+    assert best_effort(pairs_board(), [0], 2) is None
+
+
+class Lister(grpc.GenericRpcHandler):  # type: ignore[misc]
+    def __init__(self, response: api_pb2.ListPodResourcesResponse) -> None:
+        self.response = response
+
+    def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        if details.method != "/v1.PodResourcesLister/List":
+            return None
+        return grpc.unary_unary_rpc_method_handler(
+            lambda request, context: self.response,
+            request_deserializer=api_pb2.ListPodResourcesRequest.FromString,
+            response_serializer=api_pb2.ListPodResourcesResponse.SerializeToString,
+        )
+
+
+@pytest.fixture
+def kubelet(tmp_path: Path) -> Iterator[Path]:
+    """A gRPC server on a unix socket answering List as a kubelet would."""
+    response = api_pb2.ListPodResourcesResponse(
+        pod_resources=[
+            api_pb2.PodResources(
+                name="w1",
+                namespace="ml",
+                containers=[
+                    api_pb2.ContainerResources(
+                        name="main",
+                        devices=[
+                            api_pb2.ContainerDevices(resource_name="nvidia.com/gpu", device_ids=["GPU-b", "GPU-d"]),
+                            api_pb2.ContainerDevices(resource_name="rdma/hca", device_ids=["mlx5_0"]),
+                        ],
+                    )
+                ],
+            ),
+            api_pb2.PodResources(
+                name="w0",
+                namespace="ml",
+                containers=[
+                    api_pb2.ContainerResources(
+                        name="main",
+                        devices=[api_pb2.ContainerDevices(resource_name="nvidia.com/gpu", device_ids=["0"])],
+                    )
+                ],
+            ),
+            api_pb2.PodResources(name="cpu-only", namespace="ml", containers=[api_pb2.ContainerResources(name="c")]),
+        ]
+    )
+    socket = tmp_path / "kubelet.sock"
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    server.add_generic_rpc_handlers([Lister(response)])
+    server.add_insecure_port(f"unix://{socket}")
+    server.start()
+    yield socket
+    server.stop(None)
+
+
+def test_pod_resources_client_maps_uuids_to_indices(kubelet: Path) -> None:
+    client = PodResourcesClient(kubelet)
+    try:
+        pods = client.source(["GPU-a", "GPU-b", "GPU-c", "GPU-d"])()
+    finally:
+        client.close()
+    assert pods == [PodGpus(namespace="ml", name="w0", gpus=[0]), PodGpus(namespace="ml", name="w1", gpus=[1, 3])]
+
+
+def test_pod_resources_unreachable_is_a_probe_error(tmp_path: Path) -> None:
+    client = PodResourcesClient(tmp_path / "absent.sock", timeout_s=0.5)
+    try:
+        with pytest.raises(PodResourcesError):
+            client.list()
+    finally:
+        client.close()
