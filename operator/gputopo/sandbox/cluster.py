@@ -122,7 +122,8 @@ class Sandbox:
         plans = plan_nodes(profile, nodes)
         state = self._state()
         if self.api_ready():
-            if state.get("nodes") != nodes or state.get("profile") != profile:
+            recorded = state.get("nodes") is not None
+            if recorded and (state.get("nodes") != nodes or state.get("profile") != profile):
                 raise SandboxError(
                     f"sandbox {self.name!r} is already up with {state.get('nodes')} nodes of profile "
                     f"{state.get('profile')!r}; run `gputopo sandbox down` first, or call up with the same "

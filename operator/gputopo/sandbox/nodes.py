@@ -42,12 +42,6 @@ def node_manifest(plan: NodePlan, gpu_count: int, gpu_model: str) -> dict[str, A
         "status": {
             "capacity": capacity,
             "allocatable": dict(capacity),
-            "nodeInfo": {
-                "architecture": "amd64",
-                "operatingSystem": "linux",
-                "kubeletVersion": "fake",
-                "kubeProxyVersion": "fake",
-            },
             "phase": "Running",
         },
     }
