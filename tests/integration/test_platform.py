@@ -143,3 +143,9 @@ def test_kubectl_is_the_pinned_version(sandbox: SandboxHandle) -> None:
     ).stdout  # fmt: skip
     versions = json.loads(out)
     assert versions["serverVersion"]["gitVersion"].startswith("v1.36")
+
+
+def test_up_with_another_shape_is_refused(sandbox: SandboxHandle) -> None:
+    with pytest.raises(SandboxError, match="already up"):
+        sandbox.sandbox.up(nodes=len(sandbox.nodes) + 1, probes=False)
+    assert sandbox.sandbox.status().running

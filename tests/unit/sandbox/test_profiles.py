@@ -1,0 +1,57 @@
+"""Sandbox profiles lay nodes out leaf by leaf, one node type per leaf."""
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from gputopo.sandbox import SandboxError
+from gputopo.sandbox.binaries import find_binaries
+from gputopo.sandbox.nodes import KWOK_ANNOTATION, node_manifest
+from gputopo.sandbox.profiles import PROFILES, TIER0_LABEL, TIER1_LABEL, plan_nodes
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES), ids=str)
+def test_every_leaf_holds_one_node_type(profile: str) -> None:
+    plans = plan_nodes(profile, 32)
+    types_per_leaf: dict[str, set[str]] = {}
+    for plan in plans:
+        types_per_leaf.setdefault(plan.leaf, set()).add(plan.node_type)
+    assert all(len(types) == 1 for types in types_per_leaf.values())
+    assert len({p.name for p in plans}) == 32
+
+
+def test_mixed_profile_has_every_kind_of_interconnect_in_16_nodes() -> None:
+    kinds = Counter(p.node_type for p in plan_nodes("mixed", 16))
+    assert {"hgx-h100", "dgx-a100", "h100-nvl-pairs", "dgx1-v100", "rtx4090-pcie"} <= set(kinds)
+
+
+def test_spines_group_leaves() -> None:
+    plans = plan_nodes("mixed", 16)
+    assert {p.spine for p in plans} == {"spine-00", "spine-01"}
+    assert plans[0].leaf == plans[1].leaf != plans[2].leaf
+
+
+@pytest.mark.parametrize(
+    ("profile", "count", "message"),
+    [("nope", 4, "unknown profile 'nope'"), ("mixed", 0, "at least one node")],
+    ids=["unknown-profile", "no-nodes"],
+)
+def test_bad_profile_requests_are_refused(profile: str, count: int, message: str) -> None:
+    with pytest.raises(SandboxError, match=message):
+        plan_nodes(profile, count)
+
+
+def test_node_manifest_is_a_kwok_gpu_node() -> None:
+    plan = plan_nodes("hgx-h100", 1)[0]
+    node = node_manifest(plan, 8, "NVIDIA H100 80GB HBM3")
+    assert node["metadata"]["annotations"][KWOK_ANNOTATION] == "fake"
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    assert node["metadata"]["labels"][TIER0_LABEL] == "leaf-00"
+    assert node["metadata"]["labels"][TIER1_LABEL] == "spine-00"
+
+
+def test_missing_binaries_say_how_to_build_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUTOPO_K8S_BIN", str(tmp_path))
+    with pytest.raises(SandboxError, match=r"not built yet .*kube-apiserver.*build-k8s\.sh"):
+        find_binaries()
