@@ -59,6 +59,12 @@ def _single(store: Iterable[Any]) -> Any:
 def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_runtime: Callable[[], Runtime]) -> None:
     """Register every handler on ``registry``; ``make_runtime`` builds the shared state at startup."""
 
+    @kopf.on.login(registry=registry, id="login")
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        # A registry of our own gets none of kopf's default handlers: log in as the kubernetes client does.
+        info: kopf.ConnectionInfo | None = kopf.login_via_client(**kwargs)
+        return info
+
     @kopf.on.startup(registry=registry, id="startup")
     async def startup(memo: kopf.Memo, settings: kopf.OperatorSettings, **_: Any) -> None:
         runtime = make_runtime()

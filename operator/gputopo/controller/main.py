@@ -60,6 +60,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     settings = settings_from_args(argv)
     kopf.configure(log_format=_kopf_log_format(settings.log_format), verbose=False)
     logging.getLogger("gputopo").setLevel(logging.INFO)
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # per-handler chatter; decisions are Events
     if not settings.standalone:
         asyncio.run(_ensure_peering(settings))
     priority = settings.priority if settings.priority is not None else random.SystemRandom().randint(1, 10**6)
