@@ -68,6 +68,7 @@ def build_member(
         up_after=up_after,
         xid_thread=False,  # a thousand event threads would be absurd: events are drained each poll
         before_poll=fake.sync_faults,
+        quiet=fake.quiet,
         pods=allocator.pods if allocator else None,
     )
     original_close = probe.close

@@ -37,6 +37,18 @@ class Inventory:
     nic_ports: list[NicPort]
     p2p_checked: dict[tuple[int, int], int] = field(default_factory=dict)
     """Pairs whose P2P status read OK at discovery, with the P2P index to re-read in health polls."""
+    switch_ports: list[list[int]] = field(init=False)
+    """Per GPU, its links to NVSwitches."""
+    peer_ports: dict[tuple[int, int], list[int]] = field(init=False)
+    """Per (GPU, peer GPU), the GPU's links to that peer."""
+
+    def __post_init__(self) -> None:
+        self.switch_ports = [[p.link for p in ports if p.switch] for ports in self.ports]
+        self.peer_ports = {}
+        for gpu, ports in enumerate(self.ports):
+            for p in ports:
+                if p.peer is not None:
+                    self.peer_ports.setdefault((gpu, p.peer), []).append(p.link)
 
 
 def _pcie_level(nvml: Nvml, ha: Any, hb: Any) -> LinkKind:

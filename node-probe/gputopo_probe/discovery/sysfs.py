@@ -140,12 +140,16 @@ class Sysfs:
         )
 
     def nic_state(self, name: str, port: int) -> tuple[str, str] | None:
-        """(state, phys_state) of one port; None when the device vanished."""
-        pdir = self.root / "class" / "infiniband" / name / "ports" / str(port)
+        """(state, phys_state) of one port; None when the device vanished. Read every poll: plain strings."""
+        base = f"{self.root}/class/infiniband/{name}/ports/{port}/"
         try:
-            return parse_state(self._read(pdir / "state")), parse_state(self._read(pdir / "phys_state"))
-        except SysfsError:
+            with open(base + "state", encoding="ascii", errors="replace") as f:
+                state = f.read()
+            with open(base + "phys_state", encoding="ascii", errors="replace") as f:
+                phys = f.read()
+        except OSError:
             return None
+        return parse_state(state), parse_state(phys)
 
     # -- GPUDirect RDMA ------------------------------------------------------------------------------------
 

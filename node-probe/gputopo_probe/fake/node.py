@@ -50,14 +50,21 @@ class FakeNode:
         if self._own_root:
             shutil.rmtree(self.sysfs_root, ignore_errors=True)
 
-    def sync_faults(self) -> None:
-        """Read the fault file (a stat when unchanged) and apply what changed."""
+    def sync_faults(self) -> bool:
+        """Read the fault file (a stat when unchanged) and apply what changed; True when something did."""
         if self.faults is None:
-            return
+            return False
         current = self.faults.read(self.name)
         if current is self._applied:
-            return
+            return False
         self.apply(current)
+        return True
+
+    def quiet(self) -> bool:
+        """Sync the faults; True when the fake hardware reads exactly as at the last poll (no new faults,
+        no climbing error counters, no pending XID): a probe farm may then reuse that poll."""
+        changed = self.sync_faults()
+        return not changed and not self.nvml.erroring and not self.nvml.pending_events and not self.nvml.lost
 
     def apply(self, faults: NodeFaults) -> None:
         nvml = self.nvml

@@ -82,6 +82,22 @@ class FakeDevice:
     ports: list[_Port] = field(default_factory=list)
 
 
+class _Value:
+    __slots__ = ("ullVal",)
+
+    def __init__(self, value: int) -> None:
+        self.ullVal = value
+
+
+class _Field:
+    """The shape of pynvml's ``c_nvmlFieldValue_t`` that the probe reads."""
+
+    __slots__ = ("fieldId", "nvmlReturn", "scopeId", "value")
+
+    def __init__(self, field_id: int, scope: int, ret: int, value: int) -> None:
+        self.fieldId, self.scopeId, self.nvmlReturn, self.value = field_id, scope, ret, _Value(value)
+
+
 @dataclass
 class _EventSet:
     devices: set[int] = field(default_factory=set)
@@ -267,14 +283,15 @@ class FakeNvml:
                 else:
                     ret = pynvml.NVML_ERROR_NOT_SUPPORTED
             elif fid == _FI_REPLAY:
-                value = sum(self._replay(device.index, n) for n in range(len(device.ports)))
+                if self.erroring or self._replays:
+                    value = sum(self._replay(device.index, n) for n in range(len(device.ports)))
             elif fid in _FI_ERRORS:
                 value = 0
             elif fid == _FI_RECOVERY_ACTION:
                 value = 1 if device.index in self.xid else 0  # GPU_RESET while an XID is pending
             else:
                 ret = pynvml.NVML_ERROR_NOT_SUPPORTED
-            out.append(SimpleNamespace(fieldId=fid, scopeId=scope, nvmlReturn=ret, value=SimpleNamespace(ullVal=value)))
+            out.append(_Field(fid, scope, ret, value))
         return out
 
     # -- PCIe and P2P --------------------------------------------------------------------------------------
@@ -340,6 +357,10 @@ class FakeNvml:
     def nvmlEventSetFree(self, event_set: Any) -> None:  # noqa: N802
         if event_set in self._event_sets:
             self._event_sets.remove(event_set)
+
+    @property
+    def pending_events(self) -> bool:
+        return bool(self._events)
 
     def raise_xid(self, gpu: int, xid: int) -> None:
         with self._event_ready:

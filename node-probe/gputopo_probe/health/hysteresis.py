@@ -31,6 +31,11 @@ class Hysteresis(Generic[K, S]):
         self.up_after = up_after
         self._tracks: dict[K, _Track[S]] = {}
 
+    @property
+    def settled(self) -> bool:
+        """No reading is waiting to be confirmed: another poll of unchanged hardware changes nothing."""
+        return all(t.streak == 0 for t in self._tracks.values())
+
     def state(self, key: K) -> S | None:
         track = self._tracks.get(key)
         return track.state if track else None

@@ -93,6 +93,10 @@ class HealthMonitor:
     def close(self) -> None:
         self.xids.stop()
 
+    @property
+    def settled(self) -> bool:
+        return self.links.settled and self.nics.settled and self.gpus.settled
+
     def _erroring_links(self, gpu: int, reading: GpuReading) -> set[int]:
         """Links of ``gpu`` whose replay/recovery counters rose; per-link counters are read only on a rise."""
         before = self._errors.get(gpu)
@@ -145,7 +149,9 @@ class HealthMonitor:
             current = self.gpus.state(gpu) or state
             if current is state:
                 self._reasons[gpu] = reason
-            gpus[gpu] = replace(gpus[gpu], health=current, health_reason=self._reasons.get(gpu, ""))
+            reason_now = self._reasons.get(gpu, "")
+            if gpus[gpu].health is not current or gpus[gpu].health_reason != reason_now:
+                gpus[gpu] = replace(gpus[gpu], health=current, health_reason=reason_now)
             details.append(
                 GpuDetail(reading.temperature_c, reading.throttle_reasons, self.last_xid.get(gpu), reading.active_links)
             )

@@ -49,6 +49,8 @@ class Readings:
     """(gpu, link) -> the link reads active."""
     p2p_ok: dict[tuple[int, int], bool] = field(default_factory=dict)
     nics: dict[str, NicState] = field(default_factory=dict)
+    switch_up: list[int] = field(default_factory=list)
+    """Per GPU, how many of its NVSwitch links read active."""
 
 
 def _fields(nvml: Nvml, handle: Any, links: list[int], hopper: bool) -> dict[tuple[int, int], int]:
@@ -104,6 +106,9 @@ def read_health(nvml: Nvml, sysfs: Sysfs, inventory: Inventory) -> Readings:
             out.p2p_ok[(a, b)] = False
         except NvmlError:
             out.p2p_ok[(a, b)] = True  # a failed read is no evidence against the pair
+    out.switch_up = [
+        sum(1 for n in links if out.active.get((gpu, n), False)) for gpu, links in enumerate(inventory.switch_ports)
+    ]
     for port in inventory.nic_ports:
         state = sysfs.nic_state(port.name, port.port)
         up = state is not None and state[0] == "ACTIVE" and state[1] == "LinkUp"
@@ -120,15 +125,14 @@ def link_reading(inventory: Inventory, readings: Readings, a: int, b: int) -> Li
     if ga.lost or gb.lost:
         return LinkState.DOWN
     if link.kind is LinkKind.NVLINK:
-        ports = [p for p in inventory.ports[a] if p.peer == b]
-        active = sum(1 for p in ports if readings.active.get((a, p.link), False))
+        active = sum(1 for n in inventory.peer_ports.get((a, b), ()) if readings.active.get((a, n), False))
         if active == 0:
             return LinkState.DOWN
         return LinkState.DEGRADED if active < link.nvlinks else LinkState.UP
     if link.kind is LinkKind.NVSWITCH:
-        expected = [sum(1 for p in inventory.ports[g] if p.switch) for g in (a, b)]
-        up = [sum(1 for p in inventory.ports[g] if p.switch and readings.active.get((g, p.link))) for g in (a, b)]
-        if min(up) == 0:
+        up_a, up_b = readings.switch_up[a], readings.switch_up[b]
+        if up_a == 0 or up_b == 0:
             return LinkState.DOWN
-        return LinkState.DEGRADED if up[0] < expected[0] or up[1] < expected[1] else LinkState.UP
+        expected = inventory.switch_ports
+        return LinkState.DEGRADED if up_a < len(expected[a]) or up_b < len(expected[b]) else LinkState.UP
     return LinkState.UP

@@ -26,10 +26,18 @@ def fake_probe(tmp_path: Path) -> Iterator[ProbeFactory]:
     """``fake_probe(topology, down_after=2, up_after=2)`` -> (probe, fake node, fault store)."""
     made: list[tuple[Probe, FakeNode]] = []
 
-    def make(topology: Topology, **kwargs: Any) -> tuple[Probe, FakeNode, FaultStore]:
+    def make(topology: Topology, *, farm: bool = False, **kwargs: Any) -> tuple[Probe, FakeNode, FaultStore]:
         store = FaultStore(tmp_path / "faults")
         node = FakeNode("node-1", topology, faults=store, sysfs_root=tmp_path / f"sys{len(made)}")
-        probe = Probe(Nvml(node.nvml), Sysfs(node.sysfs_root), xid_thread=False, before_poll=node.sync_faults, **kwargs)
+        quiet = node.quiet if farm else None  # a farm reuses polls of hardware that reads as before
+        probe = Probe(
+            Nvml(node.nvml),
+            Sysfs(node.sysfs_root),
+            xid_thread=False,
+            before_poll=node.sync_faults,
+            quiet=quiet,
+            **kwargs,
+        )
         made.append((probe, node))
         return probe, node, store
 

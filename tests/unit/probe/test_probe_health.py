@@ -92,8 +92,10 @@ def _polls_until(probe: Probe, check: Check, limit: int) -> int | None:
 
 @pytest.mark.parametrize(("name", "build", "inject", "check"), CASES, ids=[c[0] for c in CASES])
 @pytest.mark.parametrize(("down_after", "up_after"), [(2, 2), (3, 1)], ids=["n2-m2", "n3-m1"])
+@pytest.mark.parametrize("farm", [False, True], ids=["node", "farm"])
 def test_fault_seen_and_cleared_within_n_plus_one_polls(
     fake_probe: ProbeFactory,
+    farm: bool,
     name: str,
     build: Callable[[], Topology],
     inject: Inject,
@@ -101,7 +103,8 @@ def test_fault_seen_and_cleared_within_n_plus_one_polls(
     down_after: int,
     up_after: int,
 ) -> None:
-    probe, _, store = fake_probe(build(), down_after=down_after, up_after=up_after)
+    probe, _, store = fake_probe(build(), down_after=down_after, up_after=up_after, farm=farm)
+    assert _healthy(probe.poll().topology)
     assert _healthy(probe.poll().topology)
 
     inject(store)
@@ -163,3 +166,12 @@ def test_xid_thread_delivers_events(fake_probe: ProbeFactory) -> None:
         assert probe.poll().topology.gpus[1].health is GpuHealthState.UNHEALTHY
     finally:
         probe.monitor.xids.stop()
+
+
+def test_farm_reuses_quiet_polls_only(fake_probe: ProbeFactory) -> None:
+    probe, _, store = fake_probe(hgx(), farm=True)
+    first = probe.poll()
+    again = probe.poll()
+    assert again.topology is first.topology, "unchanged fake hardware: the last readings are reused"
+    store.link(NODE, 0, 1, "down")
+    assert probe.poll().topology is not first.topology
