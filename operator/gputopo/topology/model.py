@@ -6,9 +6,10 @@ NodeTopology status of the API lives in ``gputopo.topology.convert``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import Any
 
 from gputopo.api.nodetopology import GpuHealthState, LinkKind, LinkState, NicState
 
@@ -168,6 +169,14 @@ class Topology:
         return link.nvlinks if link.usable_nvlink else 0
 
     @cached_property
+    def memo(self) -> dict[Hashable, Any]:
+        """Scratch space for views derived from this immutable topology (estimator tables, group rankings).
+
+        It lives and dies with the object, so a cache keyed on it never outlives or confuses a topology.
+        """
+        return {}
+
+    @cached_property
     def nvlink_matrix(self) -> tuple[tuple[int, ...], ...]:
         n = self.gpu_count
         return tuple(tuple(self.nvlinks(a, b) for b in range(n)) for a in range(n))
@@ -186,9 +195,7 @@ class Topology:
         return Topology(self.gpus, self.links, nics, self.system)
 
     def with_gpu_health(self, index: int, health: GpuHealthState, reason: str = "") -> Topology:
-        gpus = tuple(
-            replace(g, health=health, health_reason=reason) if g.index == index else g for g in self.gpus
-        )
+        gpus = tuple(replace(g, health=health, health_reason=reason) if g.index == index else g for g in self.gpus)
         return Topology(gpus, self.links, self.nics, self.system)
 
     def with_gpu_model(self, model: str, nvlink_version: int | None = None) -> Topology:

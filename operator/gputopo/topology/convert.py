@@ -1,0 +1,165 @@
+"""Between the topology model and the NodeTopology status of the API (``gputopo.api``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from gputopo.api.nodetopology import (
+    GpuHealth,
+    GpuStatus,
+    LinkKind,
+    LinkStatus,
+    NicAffinity,
+    NicStatus,
+    NodeTopologyStatus,
+    NvlinkInfo,
+    PcieInfo,
+    ProbeInfo,
+    SystemInfo,
+)
+from gputopo.topology.bandwidth import link_bandwidth_gbps
+from gputopo.topology.model import PCIE_LEVELS, Gpu, Link, Nic, SystemFacts, Topology, TopologyError
+
+__all__ = ["from_status", "to_status"]
+
+
+def _active_links(topology: Topology, gpu: int) -> int:
+    """NVLinks of a GPU that carry traffic: its fabric links on NVSwitch, the sum of its pairs' otherwise."""
+    switched = 0
+    direct = 0
+    for other in range(topology.gpu_count):
+        if other == gpu:
+            continue
+        link = topology.link(gpu, other)
+        if not link.usable_nvlink:
+            continue
+        if link.kind is LinkKind.NVSWITCH:
+            switched = max(switched, link.nvlinks)
+        else:
+            direct += link.nvlinks
+    return switched + direct
+
+
+def to_status(
+    topology: Topology,
+    *,
+    probe: ProbeInfo | None = None,
+    observed_at: datetime | None = None,
+) -> NodeTopologyStatus:
+    """The NodeTopology status that describes the topology (links with their nominal GB/s per direction)."""
+    gpus = [
+        GpuStatus(
+            index=g.index,
+            uuid=g.uuid,
+            model=g.model,
+            architecture=g.architecture,
+            memory_mi_b=g.memory_mib,
+            pci_bus_id=g.pci_bus_id,
+            numa_node=g.numa_node,
+            pcie=PcieInfo(generation=g.pcie_generation, width=g.pcie_width),
+            nvlink=NvlinkInfo(version=g.nvlink_version, active_links=_active_links(topology, g.index)),
+            health=GpuHealth(state=g.health, reason=g.health_reason),
+        )
+        for g in topology.gpus
+    ]
+    links = [
+        LinkStatus(
+            a=link.a,
+            b=link.b,
+            kind=link.kind,
+            nvlinks=link.nvlinks,
+            bandwidth_g_bps=round(
+                link_bandwidth_gbps(topology.gpus[link.a], topology.gpus[link.b], link.kind, link.nvlinks), 4
+            ),
+            state=link.state,
+        )
+        for _, link in sorted(topology.links.items())
+    ]
+    nics = [
+        NicStatus(
+            name=nic.name,
+            link_layer=nic.link_layer,
+            state=nic.state,
+            rate_gbps=nic.rate_gbps,
+            numa_node=nic.numa_node,
+            pci_bus_id=nic.pci_bus_id,
+            gpu_affinity=[NicAffinity(gpu=g, kind=kind) for g, kind in enumerate(nic.affinity)],
+        )
+        for nic in topology.nics
+    ]
+    system = SystemInfo(
+        driver_version=topology.system.driver_version,
+        cuda_driver_version=topology.system.cuda_driver_version,
+        gpu_direct_rdma=topology.system.gpudirect_rdma,
+        nvswitch=topology.system.nvswitch,
+    )
+    return NodeTopologyStatus(
+        observed_at=observed_at,
+        probe=probe or ProbeInfo(),
+        system=system,
+        gpus=gpus,
+        links=links,
+        nics=nics,
+    )
+
+
+def from_status(status: NodeTopologyStatus) -> Topology:
+    """The topology a NodeTopology status describes.
+
+    GPUs are ordered by index; a NIC's affinity to a GPU it does not list is SYS. Raises ``TopologyError``
+    when the status cannot be a topology (GPU indices not 0..n-1, a pair without a link, …).
+    """
+    ordered = sorted(status.gpus, key=lambda g: g.index)
+    gpus = [
+        Gpu(
+            index=g.index,
+            uuid=g.uuid,
+            model=g.model,
+            architecture=g.architecture,
+            memory_mib=g.memory_mi_b,
+            pci_bus_id=g.pci_bus_id,
+            numa_node=g.numa_node,
+            pcie_generation=g.pcie.generation,
+            pcie_width=g.pcie.width,
+            nvlink_version=g.nvlink.version,
+            health=g.health.state,
+            health_reason=g.health.reason,
+        )
+        for g in ordered
+    ]
+    n = len(gpus)
+    links: list[Link] = []
+    seen: set[tuple[int, int]] = set()
+    for ls in status.links:
+        key = (min(ls.a, ls.b), max(ls.a, ls.b))
+        if key in seen:
+            raise TopologyError(f"two links between GPU{key[0]} and GPU{key[1]}")
+        seen.add(key)
+        links.append(Link(ls.a, ls.b, ls.kind, ls.nvlinks, ls.state))
+    nics = []
+    for ns in status.nics:
+        affinity = [LinkKind.SYS] * n
+        for entry in ns.gpu_affinity:
+            if not 0 <= entry.gpu < n:
+                raise TopologyError(f"NIC {ns.name} names GPU{entry.gpu}, the node has {n} GPUs")
+            if entry.kind not in PCIE_LEVELS:
+                raise TopologyError(f"NIC {ns.name} reaches GPU{entry.gpu} by {entry.kind}, not a PCIe level")
+            affinity[entry.gpu] = entry.kind
+        nics.append(
+            Nic(
+                name=ns.name,
+                link_layer=ns.link_layer,
+                state=ns.state,
+                rate_gbps=ns.rate_gbps,
+                numa_node=ns.numa_node,
+                pci_bus_id=ns.pci_bus_id,
+                affinity=tuple(affinity) if n else (),
+            )
+        )
+    system = SystemFacts(
+        driver_version=status.system.driver_version,
+        cuda_driver_version=status.system.cuda_driver_version,
+        nvswitch=status.system.nvswitch,
+        gpudirect_rdma=status.system.gpu_direct_rdma,
+    )
+    return Topology.build(gpus, links, nics, system)

@@ -1,0 +1,499 @@
+"""The all-reduce bus bandwidth estimator: the model and every constant it uses, in this one place.
+
+What it estimates: the bus bandwidth ("busbw", GB/s) that nccl-tests ``all_reduce_perf`` reports for large
+messages on a set of GPUs: ``algbw * 2(n-1)/n``, which for a ring equals the bandwidth of its slowest hop.
+
+One node (``estimate_node``), GPU set S of size k:
+
+* k = 1: nothing crosses a link; the figure is the GPU's own attachment (its NVLink, else PCIe P2P) so
+  that it never limits a gang.
+* Every pair of S joined by a usable NVSwitch link: each GPU has its whole NVLink bandwidth B (links *
+  per-link GB/s, the slowest GPU's) to the fabric. Ring: ``NVLINK_RING_EFFICIENCY * B``. On NVLink4+
+  (Hopper, Blackwell) NCCL also has NVLink SHARP (NVLS), whose algbw is a fixed share of B, so its busbw is
+  ``NVLS_ALGBW_EFFICIENCY * B * 2(k-1)/k``; the larger of the two is taken (NVLS wins from 4 GPUs up).
+* Otherwise two candidates, and the larger is taken:
+  - NVLink rings: when S is connected by usable NVLink, the most bandwidth rings can carry is bounded by
+    the weakest cut of S, counting each pair's NVLinks (NCCL routes through a peer GPU, "NVB", where a
+    pair has none): ``NVLINK_RING_EFFICIENCY * min-cut``. NVSwitch pairs count ``B/(k-1)`` each here.
+  - One ring over the best hops: the ring must cross between any split of S, so its slowest hop is the
+    bottleneck edge of the maximum spanning tree over per-pair hop bandwidths. PCIe hops: NCCL's default
+    uses GPU P2P only up to PXB (``p2pLevel = PATH_PXB`` in NCCL's paths.cc; AMD hosts with 2 GPUs
+    excepted), so PIX/PXB hops get ``PCIE_P2P_SHARE`` of the x16 rate and PHB/NODE/SYS hops go through
+    host memory (SHM) at ``SHM_SHARE`` of it. A Down link falls back to the SYS host-memory path.
+  Both candidates only fall when a link goes down or loses links, so taking a link down never raises the
+  estimate, and neither depends on how the GPUs are numbered.
+
+Several nodes (``estimate_gang``): the minimum of each node's intra-node figure and the inter-node part.
+Each node's inter-node bandwidth is what its chosen GPUs can push through their nearest Up NICs: a
+maximum-weight matching of GPUs to NICs at each GPU's nearest distance (a NIC shared by two GPUs counts
+once), each pair worth ``rate * NET_EFFICIENCY * NIC_DISTANCE_SHARE[distance]``, capped by the GPU's PCIe
+link. That is the ring figure (each NIC carries one ring channel); the gang's inter-node part is the
+weakest node's, divided by the network tier's oversubscription. A node with no Up NIC falls back to host
+networking at its slowest NIC's rate (or ``UNKNOWN_NIC_RATE_GBPS``) through host memory.
+
+Calibration (tests/unit/topology/test_calibration.py, against shared/fixtures/nccl-busbw-calibration.tsv):
+NVLINK_RING_EFFICIENCY from the A100 NVSwitch ring (232.5 of 300 GB/s) and the maintainer's "~370 effective"
+H100 ring; NVLS_ALGBW_EFFICIENCY from the H100 NVLS runs (470-480 busbw, algbw ~275 of 450); NET_EFFICIENCY
+from "expect 46-48 GB/s per NDR NIC"; SHM_SHARE from the P2P-disabled A40/DGX runs. PCIE_P2P_SHARE,
+NIC_DISTANCE_SHARE have no published row to fit and are typical figures. The test prints each row.
+
+Known limits: NCCL's tree and NVLS-tree algorithms can beat the ring figure on two nodes (the GCP A3 Mega
+row is 1.7* its NIC line rate), VMs may lack NVLS, and PCIe host-memory paths vary a lot by platform.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+
+from gputopo.api.nodetopology import LinkKind, LinkState
+from gputopo.topology.bandwidth import nvlink_generation, pcie_generation, pcie_x16_gbps
+from gputopo.topology.model import Nic, Topology, TopologyError
+
+__all__ = [
+    "NET_EFFICIENCY",
+    "NIC_DISTANCE_SHARE",
+    "NVLINK_RING_EFFICIENCY",
+    "NVLS_ALGBW_EFFICIENCY",
+    "PCIE_P2P_SHARE",
+    "SHM_SHARE",
+    "UNKNOWN_NIC_RATE_GBPS",
+    "BusBandwidth",
+    "estimate_gang",
+    "estimate_node",
+    "hop_gbps",
+    "nic_assignment",
+]
+
+# -- the constants -----------------------------------------------------------------------------------------
+
+# Ring all-reduce busbw over NVLink / NVSwitch as a share of the per-direction NVLink bandwidth.
+NVLINK_RING_EFFICIENCY = 0.78
+# NVLink SHARP all-reduce algbw as a share of the per-direction NVLink bandwidth (H100: ~272 of 450 GB/s).
+NVLS_ALGBW_EFFICIENCY = 0.605
+# PCIe P2P ring hop (through PCIe switches only) as a share of the x16 rate per direction.
+PCIE_P2P_SHARE: dict[LinkKind, float] = {LinkKind.PIX: 0.72, LinkKind.PXB: 0.68}
+# Host-memory (SHM) ring hop as a share of the x16 rate: beyond PXB, or with P2P off.
+SHM_SHARE: dict[LinkKind, float] = {LinkKind.PHB: 0.13, LinkKind.NODE: 0.115, LinkKind.SYS: 0.06}
+# RDMA NIC line rate that NCCL reaches (46-48 GB/s of a 50 GB/s NDR port).
+NET_EFFICIENCY = 0.94
+# NIC-to-GPU distance: GPUDirect RDMA up to PXB (NCCL's default NCCL_NET_GDR_LEVEL); farther, bounce
+# buffers in host memory cost bandwidth.
+NIC_DISTANCE_SHARE: dict[LinkKind, float] = {
+    LinkKind.PIX: 1.0,
+    LinkKind.PXB: 1.0,
+    LinkKind.PHB: 0.85,
+    LinkKind.NODE: 0.75,
+    LinkKind.SYS: 0.6,
+}
+# A NIC whose rate nobody reported (nvidia-smi text does not say it).
+UNKNOWN_NIC_RATE_GBPS = 100.0
+
+_LEVELS = (LinkKind.PIX, LinkKind.PXB, LinkKind.PHB, LinkKind.NODE, LinkKind.SYS)
+_EXACT_CUT_TABLE_GPUS = 12
+
+
+@dataclass(frozen=True, slots=True)
+class BusBandwidth:
+    """An estimated all-reduce bus bandwidth (GB/s) and what limits it."""
+
+    busbw_gbps: float
+    bottleneck: str
+
+
+def _set_name(mask: int) -> str:
+    return "{" + ",".join(str(i) for i in range(mask.bit_length()) if mask >> i & 1) + "}"
+
+
+def hop_gbps(topology: Topology, a: int, b: int) -> float:
+    """What one ring hop between GPUs a and b carries in this model, GB/s per direction."""
+    return _analysis(topology).hop[a][b]
+
+
+class _Node:
+    """Per-topology tables for the estimator, built once and kept in ``topology.memo``."""
+
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        n = self.n = topology.gpu_count
+        gens = [nvlink_generation(g) for g in topology.gpus]
+        self.per_link = [g.per_link_gbps for g in gens]
+        self.nvls = [g.nvls for g in gens]
+        self.pcie = [pcie_generation(g) for g in topology.gpus]
+        self.hop = [[0.0] * n for _ in range(n)]
+        self.direct = [[0.0] * n for _ in range(n)]  # direct NVLink GB/s per direction
+        self.switch = [[0.0] * n for _ in range(n)]  # NVSwitch pair GB/s (the GPU's whole NVLink)
+        self.nv_adj = [0] * n
+        self.switch_adj = [0] * n
+        own_nvlink = [0.0] * n
+        for (a, b), link in topology.links.items():
+            gen = min(self.pcie[a], self.pcie[b])
+            x16 = pcie_x16_gbps(gen)
+            if link.usable_nvlink and link.nvlinks > 0:
+                bw = link.nvlinks * min(self.per_link[a], self.per_link[b])
+                hop = NVLINK_RING_EFFICIENCY * bw
+                self.nv_adj[a] |= 1 << b
+                self.nv_adj[b] |= 1 << a
+                if link.kind is LinkKind.NVSWITCH:
+                    self.switch[a][b] = self.switch[b][a] = bw
+                    self.switch_adj[a] |= 1 << b
+                    self.switch_adj[b] |= 1 << a
+                    own_nvlink[a] = max(own_nvlink[a], bw)
+                    own_nvlink[b] = max(own_nvlink[b], bw)
+                else:
+                    self.direct[a][b] = self.direct[b][a] = bw
+                    own_nvlink[a] += bw
+                    own_nvlink[b] += bw
+            elif link.state is LinkState.DOWN or link.is_nvlink:
+                hop = SHM_SHARE[LinkKind.SYS] * x16
+            elif link.kind in PCIE_P2P_SHARE:
+                hop = PCIE_P2P_SHARE[link.kind] * x16
+            else:
+                hop = SHM_SHARE[link.kind] * x16
+            self.hop[a][b] = self.hop[b][a] = hop
+        self.best_hop = [max(row) if n > 1 else 0.0 for row in self.hop]
+        self.local = [
+            max(NVLINK_RING_EFFICIENCY * own_nvlink[i], PCIE_P2P_SHARE[LinkKind.PIX] * pcie_x16_gbps(self.pcie[i]))
+            for i in range(n)
+        ]
+        # Exact min cuts on small nodes without NVSwitch; elsewhere the weakest single GPU's cut bounds
+        # them. Chosen by link kinds, never by link states, so a link going down never switches methods.
+        self.exact_cuts = n <= _EXACT_CUT_TABLE_GPUS and not any(
+            link.kind is LinkKind.NVSWITCH for link in topology.links.values()
+        )
+        self._internal: list[float] | None = None
+        self.cache: dict[int, BusBandwidth] = {}
+        self._pair_sums: dict[int, float] = {0: 0.0}
+        self._capacities: dict[int, list[list[float]]] = {}
+        self._bits: dict[int, tuple[int, ...]] = {}
+
+    def bits(self, mask: int) -> tuple[int, ...]:
+        """The GPUs of a set, in index order."""
+        found = self._bits.get(mask)
+        if found is None:
+            found = self._bits[mask] = tuple(i for i in range(self.n) if mask >> i & 1)
+        return found
+
+    def pair_sum(self, mask: int) -> float:
+        """Sum of the hop bandwidths of every pair inside the set (how well connected it is)."""
+        sums = self._pair_sums
+        found = sums.get(mask)
+        if found is None:
+            low = mask & -mask
+            i = low.bit_length() - 1
+            rest = mask ^ low
+            row = self.hop[i]
+            total = self.pair_sum(rest)
+            r = rest
+            while r:
+                lb = r & -r
+                total += row[lb.bit_length() - 1]
+                r ^= lb
+            found = sums[mask] = total
+        return found
+
+    # -- one GPU set ----------------------------------------------------------------------------------------
+
+    def estimate(self, mask: int) -> BusBandwidth:
+        found = self.cache.get(mask)
+        if found is None:
+            found = self.cache[mask] = self._estimate(mask)
+        return found
+
+    def _estimate(self, mask: int) -> BusBandwidth:
+        bits = list(self.bits(mask))
+        k = len(bits)
+        if k == 1:
+            i = bits[0]
+            return BusBandwidth(self.local[i], f"single GPU{i}: no intra-node hop")
+        # Each candidate is (value, how to describe it); only the winner's description is built.
+        best: tuple[float, str, tuple[int, ...]] = (0.0, "", ())
+        if self._nvlink_connected(mask, bits[0]):
+            cut, side = self._min_cut(mask, bits)
+            best = (NVLINK_RING_EFFICIENCY * cut, "cut", (side, mask ^ side))
+        # No spanning tree beats the weakest GPU's best hop; skip Prim when the NVLink cut already does.
+        if best[0] < min(self.best_hop[i] for i in bits) or not best[1]:
+            value, a, b = self._spanning(bits)
+            if value >= best[0]:
+                best = (value, "hop", (a, b))
+        if all((self.switch_adj[i] | 1 << i) & mask == mask for i in bits):
+            bw, a, b = min((self.switch[a][b], a, b) for x, a in enumerate(bits) for b in bits[x + 1 :])
+            best = (best[0], "switch-ring", (a, b))
+            if all(self.nvls[i] for i in bits):
+                nvls = NVLS_ALGBW_EFFICIENCY * bw * 2 * (k - 1) / k
+                if nvls > best[0]:
+                    best = (nvls, "switch-nvls", (a, b))
+        return BusBandwidth(best[0], self._describe(best[1], best[2], bits))
+
+    def _describe(self, what: str, where: tuple[int, ...], bits: list[int]) -> str:
+        if what in ("switch-ring", "switch-nvls"):
+            a, b = where
+            bw = self.switch[a][b]
+            text = f"NVSwitch NV{self.topology.link(a, b).nvlinks} ({bw:.0f} GB/s per GPU)"
+            return f"{text}, {'NVLink SHARP' if what == 'switch-nvls' else 'ring'}"
+        if what == "hop":
+            return self._describe_hop(*where)
+        side, other = where
+        links = sum(
+            self.topology.link(i, j).nvlinks
+            for i in bits
+            for j in bits
+            if side >> i & 1 and other >> j & 1 and self.nv_adj[i] >> j & 1
+        )
+        if side.bit_count() == 1 or other.bit_count() == 1:
+            lone = side if side.bit_count() == 1 else other
+            return f"GPU{lone.bit_length() - 1} has {links} NVLinks into the group"
+        return f"NVLink cut {_set_name(side)}|{_set_name(other)}: {links} NVLinks across"
+
+    def _spanning(self, bits: list[int]) -> tuple[float, int, int]:
+        """The best single ring's slowest hop: the bottleneck edge of the maximum spanning tree (Prim)."""
+        hop = self.hop
+        start = bits[0]
+        rest = bits[1:]
+        row = hop[start]
+        value = [row[v] for v in rest]
+        via = [start] * len(rest)
+        low, low_a, low_b = float("inf"), start, start
+        while rest:
+            x = max(range(len(rest)), key=value.__getitem__)
+            v = rest.pop(x)
+            w = value.pop(x)
+            u = via.pop(x)
+            if w < low:
+                low, low_a, low_b = w, min(u, v), max(u, v)
+            row = hop[v]
+            for y, other in enumerate(rest):
+                if row[other] > value[y]:
+                    value[y] = row[other]
+                    via[y] = v
+        return low, low_a, low_b
+
+    def _describe_hop(self, a: int, b: int) -> str:
+        link = self.topology.link(a, b)
+        pair = f"GPU{a}-GPU{b}"
+        if link.usable_nvlink and link.nvlinks:
+            return f"{'NVSwitch' if link.kind is LinkKind.NVSWITCH else 'NVLink'} NV{link.nvlinks} hop {pair}"
+        if link.state is LinkState.DOWN or link.is_nvlink:
+            return f"{pair} {link.kind} link {link.state}: host-memory path"
+        path = "PCIe P2P" if link.kind in PCIE_P2P_SHARE else "host memory (no P2P beyond PXB)"
+        return f"PCIe {link.kind} hop {pair}, {path}"
+
+    def _nvlink_connected(self, mask: int, start: int) -> bool:
+        seen = frontier = 1 << start
+        adj = self.nv_adj
+        while frontier:
+            nxt = 0
+            f = frontier
+            while f:
+                low = f & -f
+                nxt |= adj[low.bit_length() - 1]
+                f ^= low
+            frontier = nxt & mask & ~seen
+            seen |= frontier
+        return seen == mask
+
+    def _capacity(self, k: int) -> list[list[float]]:
+        """NVLink capacity per pair for a set of k GPUs: direct links, plus an NVSwitch pair's 1/(k-1) share."""
+        if not any(self.switch_adj):
+            return self.direct
+        found = self._capacities.get(k)
+        if found is None:
+            share = 1.0 / (k - 1)
+            found = self._capacities[k] = [
+                [d + s * share for d, s in zip(dr, sr, strict=True)]
+                for dr, sr in zip(self.direct, self.switch, strict=True)
+            ]
+        return found
+
+    def _internal_table(self) -> list[float]:
+        """Sum of direct NVLink capacity inside every subset of GPUs (only for small direct-NVLink nodes)."""
+        if self._internal is None:
+            n, direct = self.n, self.direct
+            table = [0.0] * (1 << n)
+            for mask in range(1, 1 << n):
+                low = mask & -mask
+                i = low.bit_length() - 1
+                rest = mask ^ low
+                total = table[rest]
+                row = direct[i]
+                r = rest
+                while r:
+                    lb = r & -r
+                    total += row[lb.bit_length() - 1]
+                    r ^= lb
+                table[mask] = total
+            self._internal = table
+        return self._internal
+
+    def _min_cut(self, mask: int, bits: list[int]) -> tuple[float, int]:
+        """The weakest cut of the set by NVLink capacity (GB/s per direction) and one side of it."""
+        low = 1 << bits[0]
+        others = mask ^ low
+        best, best_side = float("inf"), 0
+        if self.exact_cuts:
+            table = self._internal_table()
+            whole = table[mask]
+            sub = (others - 1) & others  # every side that holds the lowest GPU, but not the whole set
+            while sub:
+                side = sub | low
+                cut = whole - table[side] - table[others ^ sub]
+                if cut < best:
+                    best, best_side = cut, mask ^ side
+                sub = (sub - 1) & others
+            cut = whole - table[low] - table[others]
+            if cut < best:
+                best, best_side = cut, low
+        else:
+            cap = self._capacity(len(bits))
+            for i in bits:
+                row = cap[i]
+                cut = sum(row[j] for j in bits)
+                if cut < best:
+                    best, best_side = cut, 1 << i
+        return best, best_side
+
+    # -- NICs -----------------------------------------------------------------------------------------------
+
+    def nearest(self, gpu: int) -> tuple[int, ...]:
+        """Indices of the Up NICs at this GPU's nearest distance."""
+        up = [j for j, nic in enumerate(self.topology.nics) if nic.up]
+        if not up:
+            return ()
+        level = min(_LEVELS.index(self.topology.nics[j].distance(gpu)) for j in up)
+        return tuple(j for j in up if _LEVELS.index(self.topology.nics[j].distance(gpu)) == level)
+
+
+def _analysis(topology: Topology) -> _Node:
+    node = topology.memo.get("estimate")
+    if node is None:
+        node = topology.memo["estimate"] = _Node(topology)
+    assert isinstance(node, _Node)
+    return node
+
+
+def _mask(topology: Topology, gpus: Sequence[int]) -> int:
+    mask = 0
+    for g in gpus:
+        if not 0 <= g < topology.gpu_count:
+            raise TopologyError(f"no GPU{g}: the node has GPUs 0..{topology.gpu_count - 1}")
+        if mask >> g & 1:
+            raise TopologyError(f"GPU{g} is listed twice")
+        mask |= 1 << g
+    if not mask:
+        raise TopologyError("no GPUs chosen")
+    return mask
+
+
+def estimate_node(topology: Topology, gpus: Sequence[int]) -> BusBandwidth:
+    """Estimated all-reduce bus bandwidth of one node's GPU set (GB/s) and its bottleneck."""
+    return _analysis(topology).estimate(_mask(topology, gpus))
+
+
+# -- inter-node -----------------------------------------------------------------------------------------------
+
+
+def _nic_rate(nic: Nic, override: float | None) -> float:
+    if override is not None:
+        return override
+    return nic.rate_gbps or UNKNOWN_NIC_RATE_GBPS
+
+
+def nic_assignment(
+    topology: Topology, gpus: Sequence[int], nic_rate_gbps: float | None = None
+) -> tuple[float, dict[int, int]]:
+    """The GB/s the GPUs push off the node through their nearest Up NICs, and which GPU drives which NIC.
+
+    A maximum-weight matching of GPUs to NICs (each GPU only to the Up NICs at its nearest distance);
+    GPUs left unmatched share a NIC another GPU already drives and add nothing.
+    """
+    node = _analysis(topology)
+    nics = topology.nics
+    order = list(gpus)
+    weights: list[list[tuple[int, float]]] = []
+    for g in order:
+        cap = NET_EFFICIENCY * pcie_x16_gbps(node.pcie[g])
+        cands = []
+        for j in node.nearest(g):
+            nic = nics[j]
+            share = NIC_DISTANCE_SHARE.get(nic.distance(g), 0.6)
+            cands.append((j, min(_nic_rate(nic, nic_rate_gbps) / 8 * NET_EFFICIENCY * share, cap)))
+        weights.append(cands)
+
+    @cache
+    def best(i: int, used: int) -> tuple[float, tuple[int, ...]]:
+        if i == len(order):
+            return 0.0, ()
+        skip_value, skip_rest = best(i + 1, used)
+        choice: tuple[float, tuple[int, ...]] = (skip_value, (-1, *skip_rest))
+        for j, w in weights[i]:
+            if used >> j & 1:
+                continue
+            value, rest = best(i + 1, used | 1 << j)
+            if value + w > choice[0] + 1e-9:
+                choice = (value + w, (j, *rest))
+        return choice
+
+    total, picks = best(0, 0)
+    best.cache_clear()
+    return total, {g: j for g, j in zip(order, picks, strict=True) if j >= 0}
+
+
+def _host_network(topology: Topology, gpus: Sequence[int], nic_rate_gbps: float | None) -> float:
+    rates = [_nic_rate(n, nic_rate_gbps) for n in topology.nics]
+    rate = min(rates) if rates else (nic_rate_gbps or UNKNOWN_NIC_RATE_GBPS)
+    node = _analysis(topology)
+    cap = min(NET_EFFICIENCY * pcie_x16_gbps(node.pcie[g]) for g in gpus)
+    return min(rate / 8 * NET_EFFICIENCY * NIC_DISTANCE_SHARE[LinkKind.SYS], cap)
+
+
+def _inter_node(topology: Topology, gpus: Sequence[int], nic_rate_gbps: float | None) -> tuple[float, str]:
+    total, picks = nic_assignment(topology, gpus, nic_rate_gbps)
+    if not picks:
+        value = _host_network(topology, gpus, nic_rate_gbps)
+        return value, f"no Up RDMA NIC: host network ({value:.1f} GB/s)"
+    used = sorted(set(picks.values()))
+    rates = sorted({_nic_rate(topology.nics[j], nic_rate_gbps) for j in used})
+    rate_text = "/".join(f"{r:g}" for r in rates)
+    names = ",".join(topology.nics[j].name for j in used)
+    return total, f"{len(used)} NIC(s) x {rate_text} Gb/s ({names}): {total:.1f} GB/s"
+
+
+def estimate_gang(
+    members: Sequence[tuple[Topology, Sequence[int]]],
+    *,
+    oversubscription: float = 1.0,
+    nic_rate_gbps: float | None = None,
+) -> BusBandwidth:
+    """Estimated bus bandwidth of a gang spread over nodes: one ``(topology, gpus)`` member per node.
+
+    The minimum of each node's intra-node ring and the inter-node part (the weakest node's nearest-NIC
+    bandwidth divided by the network tier's ``oversubscription``). One member is ``estimate_node``.
+    ``nic_rate_gbps`` replaces every NIC's rate (Gb/s).
+    """
+    if not members:
+        raise TopologyError("a gang needs at least one member")
+    if oversubscription <= 0:
+        raise TopologyError(f"oversubscription must be positive, got {oversubscription}")
+    if nic_rate_gbps is not None and nic_rate_gbps <= 0:
+        raise TopologyError(f"NIC rate must be positive, got {nic_rate_gbps}")
+    if len(members) == 1:
+        topology, gpus = members[0]
+        return estimate_node(topology, gpus)
+    worst_intra: tuple[float, str] | None = None
+    worst_inter: tuple[float, str] | None = None
+    for rank, (topology, gpus) in enumerate(members):
+        intra = estimate_node(topology, gpus)
+        if worst_intra is None or intra.busbw_gbps < worst_intra[0]:
+            worst_intra = (intra.busbw_gbps, f"node {rank}: {intra.bottleneck}")
+        value, what = _inter_node(topology, gpus, nic_rate_gbps)
+        if worst_inter is None or value < worst_inter[0]:
+            worst_inter = (value, f"node {rank}: {what}")
+    assert worst_intra is not None and worst_inter is not None
+    inter_value, inter_what = worst_inter
+    inter_value /= oversubscription
+    if oversubscription != 1.0:
+        inter_what += f", ÷ {oversubscription:g} tier oversubscription"
+    if inter_value < worst_intra[0]:
+        return BusBandwidth(inter_value, f"inter-node {inter_what}")
+    return BusBandwidth(worst_intra[0], f"intra-node {worst_intra[1]}")
