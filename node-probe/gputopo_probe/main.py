@@ -18,7 +18,6 @@ from gputopo_probe.errors import ProbeError
 from gputopo_probe.fake.faults import FaultStore
 from gputopo_probe.fake.node import FakeNode
 from gputopo_probe.nvml import Nvml, translate
-from gputopo_probe.podresources.client import DEFAULT_SOCKET
 from gputopo_probe.probe import Probe, to_yaml
 from gputopo_probe.source import load_fake_topology
 
@@ -49,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--gpu-model", default=None)
     p.add_argument("--sysfs-root", default="/sys")
-    p.add_argument("--pod-resources-socket", default=DEFAULT_SOCKET)
+    p.add_argument("--pod-resources-socket", default="/var/lib/kubelet/pod-resources/kubelet.sock")
     _common(p)
     return p
 

@@ -11,7 +11,6 @@ from gputopo_probe.fake.allocation import FakeAllocator
 from gputopo_probe.fake.node import FakeNode
 from gputopo_probe.fake.podwatch import PodWatch
 from gputopo_probe.nvml import Nvml
-from gputopo_probe.podresources.client import PodResourcesClient
 from gputopo_probe.probe import PodSource, Probe
 from gputopo_probe.publish.kube import Kube, load_api_client
 from gputopo_probe.publish.publisher import Publisher
@@ -56,6 +55,8 @@ def serve_single(args: argparse.Namespace, node: str, nvml: Nvml, sysfs: Sysfs, 
         pods=pods,
     )
     if fake is None and os.path.exists(args.pod_resources_socket):
+        from gputopo_probe.podresources.client import PodResourcesClient  # grpc only where a kubelet is
+
         pods_client = PodResourcesClient(args.pod_resources_socket)
         probe.pods = pods_client.source([g.uuid for g in probe.inventory.topology.gpus])
     elif fake is None:
