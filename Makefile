@@ -23,6 +23,7 @@ k8s:
 
 crds: $(STAMP)
 	$(PYTHON) -m gputopo.api.crdgen --out crds
+	bash hack/sync-chart-crds.sh
 
 check-crds: $(STAMP)
 	$(PYTHON) -m gputopo.api.crdgen --out crds --check

@@ -208,8 +208,9 @@ def crds() -> dict[str, dict[str, Any]]:
             }
         },
         columns=[
-            {"name": "GPUs", "type": "integer", "jsonPath": ".metadata.labels.gputopo\\.io/gpu\\.count"},
             {"name": "Model", "type": "string", "jsonPath": ".status.gpus[0].model"},
+            {"name": "NVSwitch", "type": "boolean", "jsonPath": ".status.system.nvswitch"},
+            {"name": "Driver", "type": "string", "jsonPath": ".status.system.driverVersion"},
             {"name": "Observed", "type": "date", "jsonPath": ".status.observedAt"},
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
         ],
