@@ -19,7 +19,8 @@ from gputopo.sandbox.faults import link_fault
 __all__ = ["register"]
 
 NAMESPACE = "demo"
-console = Console()
+# Wide enough for the placement table even when the output is a pipe or a CI log.
+console = Console(width=max(Console().width, 150))
 
 
 def _examples_dir() -> Path:
