@@ -36,8 +36,9 @@ def operator(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -
     )
     proc.start()
     yield proc
-    proc.stop()
+    # Delete while the operator runs: it releases its ConfigMap's daemon (and finalizer) as it goes.
     sandbox.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+    proc.stop()
 
 
 @pytest.fixture

@@ -199,6 +199,39 @@ class KubeClient:
                 f"create ConfigMap {namespace}/{name}", self._core.create_namespaced_config_map, namespace, body
             )
 
+    async def drop_finalizer(self, namespace: str, name: str, finalizer: str, attempts: int = 3) -> None:
+        """Take the operator's finalizer off its ConfigMap, so a stopped operator blocks no deletion."""
+        for _ in range(attempts):
+            try:
+                body = await self._call(
+                    f"read ConfigMap {namespace}/{name}", self._core.read_namespaced_config_map, name, namespace
+                )
+            except NotFoundError:
+                return
+            finalizers = list(body.metadata.finalizers or [])
+            if finalizer not in finalizers:
+                return
+            patch = {
+                "metadata": {
+                    "finalizers": [f for f in finalizers if f != finalizer],
+                    "resourceVersion": body.metadata.resource_version,
+                }
+            }
+            try:
+                await self._call(
+                    f"release ConfigMap {namespace}/{name}",
+                    self._core.patch_namespaced_config_map,
+                    name,
+                    namespace,
+                    patch,
+                    _content_type=MERGE,
+                )
+                return
+            except NotFoundError:
+                return
+            except ConflictError:
+                continue  # kopf changed it meanwhile: read again
+
     async def ensure_peering(self, name: str, namespaces: list[str]) -> None:
         """Create the (Cluster)KopfPeering kopf will use, if absent (kopf.dev/v1, see crds/)."""
         body: dict[str, Any] = {"apiVersion": "kopf.dev/v1", "metadata": {"name": name}}

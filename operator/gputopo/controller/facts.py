@@ -143,6 +143,7 @@ class PodFacts:
     gated: bool = False
     deleting: bool = False
     unschedulable_since: datetime | None = None
+    scheduled_at: datetime | None = None  # when kube-scheduler bound it
     created: datetime | None = None
 
     @property
@@ -175,8 +176,10 @@ def pod_facts(body: Mapping[str, Any]) -> PodFacts:
         ),
         None,
     )
-    unschedulable_since = None
+    unschedulable_since = scheduled_at = None
     for cond in map(_dict, _list(status.get("conditions"))):
+        if (cond.get("type"), cond.get("status")) == ("PodScheduled", "True"):
+            scheduled_at = parse_time(cond.get("lastTransitionTime"))
         if (cond.get("type"), cond.get("status"), cond.get("reason")) == ("PodScheduled", "False", "Unschedulable"):
             unschedulable_since = parse_time(cond.get("lastTransitionTime"))
     gates = {str(_dict(g).get("name")) for g in _list(spec.get("schedulingGates"))}
@@ -196,6 +199,7 @@ def pod_facts(body: Mapping[str, Any]) -> PodFacts:
         gated=GANG_GATE in gates,
         deleting=bool(meta.get("deletionTimestamp")),
         unschedulable_since=unschedulable_since,
+        scheduled_at=scheduled_at,
         created=parse_time(meta.get("creationTimestamp")),
     )
 
@@ -208,6 +212,7 @@ class TopologyFacts:
     topology: Topology | None  # None when the status could not be turned into a model
     pods: tuple[PodGpus, ...] = ()
     error: str = ""
+    observed_at: datetime | None = None  # when the probe published this content
 
 
 @dataclass(frozen=True, slots=True)

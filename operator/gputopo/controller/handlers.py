@@ -33,6 +33,7 @@ __all__ = ["RUNTIME", "register", "runtime_of"]
 
 RUNTIME = "runtime"  # the memo key of the Runtime
 _TOPOLOGY_CACHE = "topology_cache"
+FINALIZER = f"{GROUP}/operator"  # kopf puts it on the ConfigMap whose daemon runs the control loop
 
 logger = logging.getLogger("gputopo.controller")
 
@@ -71,7 +72,7 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
         memo[RUNTIME] = runtime
         memo[_TOPOLOGY_CACHE] = {}
         ops = runtime.settings
-        settings.persistence.finalizer = f"{GROUP}/operator"
+        settings.persistence.finalizer = FINALIZER
         settings.posting.level = logging.WARNING  # decisions are Events of our own
         settings.watching.server_timeout = 300
         if not ops.standalone:
@@ -83,6 +84,13 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
                 settings.peering.priority = ops.priority
         await runtime.client.ensure_config_map(ops.operator_namespace, ops.config_map)
         runtime.metrics.serve(ops.metrics_port)
+
+    @kopf.on.cleanup(registry=registry, id="cleanup")
+    async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+        runtime = memo.get(RUNTIME)
+        if isinstance(runtime, Runtime):
+            ops = runtime.settings
+            await runtime.client.drop_finalizer(ops.operator_namespace, ops.config_map, FINALIZER)
 
     # -- indexes ------------------------------------------------------------------------------------------
 
@@ -188,14 +196,13 @@ def _requests_gpus(spec: Mapping[str, Any]) -> bool:
 
 def _topology(memo: Any, name: str, body: kopf.Body) -> TopologyFacts:
     """Parse only what changed: the probe re-publishes ``observedAt`` every interval."""
-    raw = dict(body.get("status") or {})
-    raw.pop("observedAt", None)
-    raw.pop("conditions", None)
+    status = dict(body.get("status") or {})
+    raw = {k: v for k, v in status.items() if k not in ("observedAt", "conditions")}
     cache: dict[str, tuple[dict[str, Any], TopologyFacts]] = memo.setdefault(_TOPOLOGY_CACHE, {})
     hit = cache.get(name)
     if hit is not None and hit[0] == raw:
-        return hit[1]
-    facts = topology_facts({"metadata": {"name": name}, "status": raw})
+        return hit[1]  # same content: keep the facts (and the time the content last changed)
+    facts = topology_facts({"metadata": {"name": name}, "status": status})
     cache[name] = (raw, facts)
     runtime = memo.get(RUNTIME) if hasattr(memo, "get") else None
     if isinstance(runtime, Runtime):

@@ -268,9 +268,18 @@ def _follow_reality(
     workers = []
     for worker in placement.workers:
         pod = current.get(worker.rank)
-        real = view.real_gpus(pod.namespace, pod.name, pod.node) if pod and pod.node else None
+        facts = view.topologies.get(pod.node) if pod and pod.node else None
+        # Believe a report published after this pod was bound: pods reuse names across generations, and
+        # an older report is about the previous pod of the same name.
+        fresh = (
+            pod is not None
+            and facts is not None
+            and facts.observed_at is not None
+            and pod.scheduled_at is not None
+            and facts.observed_at > pod.scheduled_at
+        )
+        real = view.real_gpus(pod.namespace, pod.name, pod.node) if pod and fresh else None
         if real is not None and real and sorted(real) != sorted(worker.gpus):
-            facts = view.topologies.get(pod.node) if pod else None
             nics = list(worker.nics)
             topology = facts.topology if facts is not None else None
             if topology is not None and len(placement.workers) > 1 and all(g < topology.gpu_count for g in real):
@@ -338,7 +347,8 @@ def _with_faults(s: _Step, spec: TrainingJobSpec, placement: Placement, view: Cl
     status.last_restart_time = now
     status.phase = JobPhase.RESCHEDULING
     s.clear_placement()
-    s.condition("Degraded", True, verdict.reason, verdict.message)
+    if s.is_true("Degraded"):
+        s.condition("Degraded", False, "Rescheduled", "the gang is being re-placed")
     s.condition("Placed", False, "Rescheduling", f"re-placing after {verdict.reason}: {verdict.message}")
     out.actions.event("Warning", verdict.reason, f"re-placing the gang (restart {status.restarts}): {verdict.message}")
     out.restart = Restart(verdict.reason)

@@ -85,5 +85,5 @@ def topology_facts(body: Mapping[str, Any]) -> TopologyFacts:
     try:
         topology = topology_from_status(status) if status.gpus else None
     except (TopologyError, ValueError) as exc:
-        return TopologyFacts(name, None, tuple(status.pods), str(exc))
-    return TopologyFacts(name, topology, tuple(status.pods))
+        return TopologyFacts(name, None, tuple(status.pods), str(exc), status.observed_at)
+    return TopologyFacts(name, topology, tuple(status.pods), observed_at=status.observed_at)

@@ -87,6 +87,7 @@ def pod(
         gated=gated,
         deleting=deleting,
         unschedulable_since=unschedulable_since,
+        scheduled_at=T0 if node else None,
     )
 
 
@@ -100,6 +101,7 @@ class ClusterBuilder:
         self.nodes: dict[str, NodeFacts] = {}
         self.real: dict[str, list[PodGpus]] = {}
         self.pods: list[PodFacts] = []
+        self.observed_at = T0 + timedelta(seconds=5)
 
     def node(
         self, name: str, node_type: str = "hgx-h100", leaf: str = "leaf-a", spine: str = "spine-a"
@@ -138,7 +140,10 @@ class ClusterBuilder:
 
     def view(self) -> ClusterView:
         return ClusterView(
-            topologies={n: TopologyFacts(n, t, tuple(self.real.get(n, ()))) for n, t in self.topologies.items()},
+            topologies={
+                n: TopologyFacts(n, t, tuple(self.real.get(n, ())), observed_at=self.observed_at)
+                for n, t in self.topologies.items()
+            },
             nodes=dict(self.nodes),
             pods=tuple(p for p in self.pods if p.node),
         )

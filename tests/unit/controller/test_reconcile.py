@@ -264,6 +264,14 @@ def test_reality_wins_when_the_pod_holds_other_gpus() -> None:
     assert any(e.reason == "GpusDiffer" for e in actions.events)
 
 
+def test_a_report_older_than_the_pod_is_about_the_previous_pod_of_that_name() -> None:
+    placement = placed([("n1", [0, 1])])
+    j = job("llm", gpus=2, status=running(placement))
+    builder = cluster().node("n1").holds("n1", "default", "llm-0", [4, 5])
+    builder.observed_at = T0
+    assert run([j], builder.view(), gang(j, placement)).actions == []
+
+
 def test_a_pod_unschedulable_too_long_sends_the_job_back_to_planning() -> None:
     placement = placed([("n1", [0, 1])])
     j = job("llm", gpus=2, status=TrainingJobStatus(phase=JobPhase.PLACING, placement=placement))
