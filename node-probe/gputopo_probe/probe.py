@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 import yaml
@@ -37,7 +38,7 @@ class Poll:
     backend: str
     transitions: list[Transition] = field(default_factory=list)
 
-    @property
+    @cached_property
     def key(self) -> tuple[object, ...]:
         """What a change is: everything but the time and the temperatures (noise that would write each poll)."""
         t = self.topology
@@ -96,8 +97,11 @@ class Probe:
         if self.quiet is not None:
             if self.quiet() and self._last is not None and self.monitor.settled:
                 last = self._last
-                self._last = Poll(last.topology, last.details, self._pods(), self.clock(), last.backend)
-                return self._last
+                poll = Poll(last.topology, last.details, self._pods(), self.clock(), last.backend)
+                if poll.pods == last.pods:
+                    poll.__dict__["key"] = last.key  # same readings, same pods: same key, not recomputed
+                self._last = poll
+                return poll
         elif self.before_poll:
             self.before_poll()
         transitions = self.monitor.poll()

@@ -92,7 +92,8 @@ class Runner:
         if member._inflight is not None and not member._inflight.done():
             publisher.queue_events(poll.transitions)  # published with the next poll
             return
-        member._inflight = self._pool.submit(self._publish, member, publisher, poll)
+        if publisher.needs(poll):
+            member._inflight = self._pool.submit(self._publish, member, publisher, poll)
 
     def _publish(self, member: Member, publisher: Publisher, poll: Poll) -> bool:
         before = publisher.errors

@@ -18,7 +18,7 @@ from gputopo_probe.nvml import (
     Nvml,
     normalise_bus_id,
 )
-from gputopo_probe.pcie import pcie_distance
+from gputopo_probe.pcie import PciPath, pcie_distance
 
 __all__ = ["Inventory", "NvlinkPort", "discover"]
 
@@ -61,11 +61,8 @@ def _p2p_ok(nvml: Nvml, ha: Any, hb: Any, index: int) -> bool:
     return status == _P2P_OK
 
 
-def _nic(port: NicPort, topology_gpus: list[Any], sysfs: Sysfs) -> Nic:
-    affinity: list[LinkKind] = []
-    for gpu in topology_gpus:
-        gpu_path = sysfs.pci_path(gpu.pci_bus_id) if gpu.pci_bus_id else None
-        affinity.append(pcie_distance(port.pci, gpu_path) if port.pci and gpu_path else LinkKind.SYS)
+def _nic(port: NicPort, gpu_paths: list[PciPath | None]) -> Nic:
+    affinity = [pcie_distance(port.pci, g) if port.pci and g else LinkKind.SYS for g in gpu_paths]
     return Nic(
         name=port.name,
         link_layer=port.link_layer,
@@ -118,7 +115,8 @@ def discover(nvml: Nvml, sysfs: Sysfs) -> Inventory:
     nic_ports = [
         p for p in (sysfs.nic_port(name) for name in sysfs.nic_names()) if p and p.link_layer in _RDMA_LINK_LAYERS
     ]
-    nics = [_nic(p, gpus, sysfs) for p in nic_ports]
+    gpu_paths = [sysfs.pci_path(g.pci_bus_id) if g.pci_bus_id else None for g in gpus]
+    nics = [_nic(p, gpu_paths) for p in nic_ports]
     system = read_system(nvml, nvswitch=any(switched), gpudirect_rdma=sysfs.gpudirect_rdma())
     topology = Topology.build(gpus, links, nics, system)
     return Inventory(topology, handles, architectures, ports, nic_ports, p2p_checked)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -14,6 +15,12 @@ from gputopo_probe.fake.pcitree import build_pci_tree
 from gputopo_probe.fake.sysfs import FakeSysfs
 
 __all__ = ["FakeNode"]
+
+
+def _scratch() -> str | None:
+    """tmpfs when there is one: a farm writes a sysfs tree per node, and disks make that slow."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
 def _nvswitch_count(topology: Topology) -> int:
@@ -39,7 +46,7 @@ class FakeNode:
         self.topology = topology
         self.faults = faults
         self._own_root = sysfs_root is None
-        self.sysfs_root = sysfs_root or Path(tempfile.mkdtemp(prefix=f"gputopo-sysfs-{name}-"))
+        self.sysfs_root = sysfs_root or Path(tempfile.mkdtemp(prefix=f"gputopo-sysfs-{name}-", dir=_scratch()))
         tree = build_pci_tree(topology, _nvswitch_count(topology))
         self.nvml = FakeNvml(topology, tree, hide_switches=hide_switches)
         self.sysfs = FakeSysfs(self.sysfs_root, topology, tree)

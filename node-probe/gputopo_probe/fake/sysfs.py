@@ -33,25 +33,23 @@ class FakeSysfs:
         self.root = root
         self._port_dirs: dict[str, Path] = {}
         for device in [*tree.gpus, *tree.switches]:
-            self._device(device, vendor="0x10de")
+            self._device(device)
         for nic in topology.nics:
-            self._nic(nic, self._device(tree.nics[nic.name], vendor="0x15b3"))
+            self._nic(nic, self._device(tree.nics[nic.name]))
         if topology.system.gpudirect_rdma:
             module = root / "module" / "nvidia_peermem"
             module.mkdir(parents=True, exist_ok=True)
             (module / "version").write_text("1.0\n")
 
-    def _device(self, device: Device, *, vendor: str) -> Path:
+    def _device(self, device: Device) -> Path:
         path = self.root / "devices" / device.root
         for bridge in device.bridges:
             path = path / bridge
         path = path / device.bdf
         path.mkdir(parents=True, exist_ok=True)
+        # Only what discovery reads: a farm writes one tree per node.
         (path / "class").write_text(f"0x{device.pci_class:06x}\n")
-        (path / "vendor").write_text(vendor + "\n")
         (path / "numa_node").write_text(f"{device.numa_node if device.numa_node is not None else -1}\n")
-        (path / "max_link_speed").write_text("32.0 GT/s PCIe\n")
-        (path / "max_link_width").write_text("16\n")
         link = self.root / "bus" / "pci" / "devices" / device.bdf
         link.parent.mkdir(parents=True, exist_ok=True)
         if not link.is_symlink():

@@ -53,6 +53,7 @@ class Publisher:
         self.last_success: float | None = None
         self._key: tuple[object, ...] | None = None
         self._labels: dict[str, str] | None = None
+        self._labels_key: tuple[object, ...] | None = None  # the poll the written labels summarise
         self._written_at = float("-inf")
         self._events: list[Transition] = []
 
@@ -64,25 +65,37 @@ class Publisher:
         self._events.extend(transitions)
         del self._events[: max(0, len(self._events) - _MAX_PENDING_EVENTS)]
 
+    def needs(self, poll: Poll, now: float | None = None) -> bool:
+        """Whether ``publish`` would write anything now (cheap: the farm asks every node every tick)."""
+        now = self.clock() if now is None else now
+        if not self.backoff.ready(now):
+            return False
+        return bool(
+            self._events
+            or poll.transitions
+            or poll.key != self._key
+            or poll.key != self._labels_key
+            or now - self._written_at >= self.heartbeat_s
+        )
+
     def publish(self, poll: Poll) -> bool:
         """Write what changed; True when the API was written. Failures wait for the backoff."""
         self.queue_events(poll.transitions)
         now = self.clock()
-        if not self.backoff.ready(now):
+        if not self.needs(poll, now):
             return False
         due = poll.key != self._key or now - self._written_at >= self.heartbeat_s
-        labels = node_labels(poll.topology)
-        if not due and labels == self._labels and not self._events:
-            return False
+        labels = node_labels(poll.topology) if poll.key != self._labels_key else self._labels
         try:
             if self.node_uid is None:
                 self.node_uid = self.kube.node_uid(self.node)
             if due:
                 self.kube.apply_node_topology(self.node, self.node_uid, poll.status().to_api())
                 self._key, self._written_at = poll.key, now
-            if labels != self._labels:
+            if labels is not None and labels != self._labels:
                 self.kube.apply_node_labels(self.node, labels)
                 self._labels = labels
+            self._labels_key = poll.key
             while self._events:
                 t = self._events[0]
                 self.kube.node_event(

@@ -164,3 +164,21 @@ def test_odd_data_does_not_crash(fake_probe: ProbeFactory) -> None:
 )
 def test_summary_labels(topology: Any, expected: dict[str, str]) -> None:
     assert node_labels(topology) == expected
+
+
+def test_labels_are_retried_after_a_failed_label_write(fake_probe: ProbeFactory) -> None:
+    probe, _, kube, clock, publisher = _setup(fake_probe)
+    original = kube.apply_node_labels
+    failures = [ApiError("labels", 503)]
+
+    def flaky(name: str, labels: dict[str, str]) -> None:
+        if failures:
+            raise failures.pop()
+        original(name, labels)
+
+    kube.apply_node_labels = flaky  # type: ignore[method-assign]
+    assert not publisher.publish(probe.poll())
+    assert len(kube.statuses) == 1 and kube.labels == []
+    clock.now += 5
+    assert publisher.publish(probe.poll())
+    assert len(kube.labels) == 1 and len(kube.statuses) == 1, "the status was written; only the labels were due"
