@@ -44,6 +44,7 @@ class PodWatch:
                     if self._stop.is_set():
                         return
                 backoff.succeeded()
+                self._stop.wait(1.0)  # a watch the server ends at once must not become a busy loop
             except ApiError as error:
                 delay = backoff.failed(time.monotonic())
                 log.warning("pod watch: %s; retrying in %.1fs", error, delay)

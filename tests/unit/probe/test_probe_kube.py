@@ -178,3 +178,27 @@ def test_kubeconfig_inline_data_and_token(tmp_path: Path) -> None:
 def test_exec_credentials_are_refused_clearly(tmp_path: Path) -> None:
     with pytest.raises(ApiError, match="exec"):
         load_credentials(_kubeconfig(tmp_path, {"exec": {"command": "aws"}}, {}))
+
+
+def test_once_publishes_a_fake_node(api: tuple[FakeApiServer, Kube], tmp_path: Path) -> None:
+    """``gputopo-probe --fake … --once`` end to end against the recording API server."""
+    from gputopo_probe.main import main
+
+    server, _ = api
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "x",
+            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+            "clusters": [{"name": "c", "cluster": {"server": server.url}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+        })
+    )  # fmt: skip
+    fixture = Path(__file__).resolve().parents[3] / "operator/gputopo/topology/fixtures/nvidia-smi"
+    argv = ["--fake", str(fixture / "dgx-a100-8gpu-nv12-10xmlx5.txt"), "--node-name", "n1", "--once"]
+    assert main([*argv, "--kubeconfig", str(kubeconfig), "--listen", "off"]) == 0
+    writes = {(m, p.split("?")[0]) for m, p, _, _ in server.requests if m == "PATCH"}
+    base = "/apis/gputopo.io/v1alpha1/nodetopologies/n1"
+    assert writes == {("PATCH", base), ("PATCH", base + "/status"), ("PATCH", "/api/v1/nodes/n1")}
+    status = next(b for m, p, _, b in server.requests if p.startswith(base + "/status") and b)["status"]
+    assert len(status["gpus"]) == 8 and len(status["nics"]) == 10
