@@ -17,8 +17,15 @@ from gputopo.topology.bandwidth import (
 )
 from gputopo.topology.catalog import NODE_TYPES, NodeType, load_node_type
 from gputopo.topology.convert import from_status, to_status
-from gputopo.topology.estimate import BusBandwidth, estimate_gang, estimate_node, hop_gbps, nic_assignment
-from gputopo.topology.groups import Group, well_connected_groups
+from gputopo.topology.estimate import (
+    BusBandwidth,
+    estimate_gang,
+    estimate_node,
+    hop_gbps,
+    inter_node_bandwidth,
+    nic_assignment,
+)
+from gputopo.topology.groups import Group, pair_allowed, well_connected_groups
 from gputopo.topology.loader import load_topology, read_topology_text, with_gpu_model
 from gputopo.topology.model import PCIE_LEVELS, Gpu, Link, Nic, SystemFacts, Topology, TopologyError, pair
 from gputopo.topology.nvidia_smi import (
@@ -55,6 +62,7 @@ __all__ = [
     "from_status",
     "gpu_spec",
     "hop_gbps",
+    "inter_node_bandwidth",
     "interconnect_class",
     "link_bandwidth_gbps",
     "load_node_type",
@@ -66,6 +74,7 @@ __all__ = [
     "nvlink_domains",
     "nvlink_generation",
     "pair",
+    "pair_allowed",
     "parse_nvidia_smi",
     "parse_nvidia_smi_all",
     "pcie_generation",

@@ -63,6 +63,7 @@ __all__ = [
     "estimate_gang",
     "estimate_node",
     "hop_gbps",
+    "inter_node_bandwidth",
     "nic_assignment",
 ]
 
@@ -457,6 +458,17 @@ def _inter_node(topology: Topology, gpus: Sequence[int], nic_rate_gbps: float | 
     rate_text = "/".join(f"{r:g}" for r in rates)
     names = ",".join(topology.nics[j].name for j in used)
     return total, f"{len(used)} NIC(s) x {rate_text} Gb/s ({names}): {total:.1f} GB/s"
+
+
+def inter_node_bandwidth(topology: Topology, gpus: Sequence[int], nic_rate_gbps: float | None = None) -> BusBandwidth:
+    """What one node's GPU set pushes off the node (GB/s) in a multi-node gang, before oversubscription.
+
+    The per-node inter-node part of ``estimate_gang``: its gang figure is the minimum over members of
+    ``estimate_node`` and this value divided by the tier's oversubscription.
+    """
+    _mask(topology, gpus)
+    value, what = _inter_node(topology, list(gpus), nic_rate_gbps)
+    return BusBandwidth(value, what)
 
 
 def estimate_gang(

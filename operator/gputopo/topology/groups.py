@@ -29,7 +29,7 @@ from gputopo.api.trainingjob import IntraNode
 from gputopo.topology.estimate import _analysis, _Node
 from gputopo.topology.model import Link, Topology, TopologyError
 
-__all__ = ["Group", "well_connected_groups"]
+__all__ = ["Group", "pair_allowed", "well_connected_groups"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,13 +51,19 @@ def _allowed(link: Link, intra: IntraNode) -> bool:
     return True
 
 
+def pair_allowed(topology: Topology, a: int, b: int, intra_node: IntraNode = IntraNode.ANY) -> bool:
+    """Whether GPUs a and b may share a group: their link is Up and meets ``intra_node``."""
+    return _allowed(topology.link(a, b), IntraNode(intra_node))
+
+
 def _classes(topology: Topology, candidates: list[int]) -> list[list[int]]:
     """Candidates split into classes of interchangeable GPUs (each class sorted, classes by first index).
 
-    i and j are interchangeable when their links to every other candidate match and the GPUs match; that
-    relation is an equivalence, and within a class all pairs are alike.
+    i and j are interchangeable when their links to every other GPU match and the GPUs match; that relation
+    is an equivalence, and within a class all pairs are alike.
     """
     gpus = topology.gpus
+    everyone = range(topology.gpu_count)  # a single GPU's figure looks at all its links
 
     def desc(a: int, b: int) -> tuple[LinkKind, int, LinkState]:
         link = topology.link(a, b)
@@ -72,7 +78,7 @@ def _classes(topology: Topology, candidates: list[int]) -> list[list[int]]:
             gj.health,
         ):
             return False
-        return all(desc(i, g) == desc(j, g) for g in candidates if g != i and g != j)
+        return all(desc(i, g) == desc(j, g) for g in everyone if g != i and g != j)
 
     classes: list[list[int]] = []
     for g in candidates:

@@ -1,0 +1,59 @@
+"""The estimator against published nccl-tests all_reduce_perf bus bandwidths.
+
+Prints every row (pytest -s shows it): predicted, published, error, or why the row is set aside.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gputopo.topology.calibration import (
+    CASES,
+    MAX_MEDIAN_ERROR,
+    MAX_NVLINK_ROW_ERROR,
+    Result,
+    calibrate,
+    format_table,
+    median_error,
+)
+from gputopo.topology.catalog import load_node_type
+from gputopo.topology.estimate import estimate_node
+
+
+@pytest.fixture(scope="module")
+def results() -> list[Result]:
+    table = calibrate()
+    print("\n" + format_table(table))
+    return table
+
+
+def test_every_row_is_mapped_or_set_aside_with_a_reason(results: list[Result]) -> None:
+    assert [r.row for r in results] == sorted(CASES)
+    for r in results:
+        assert (r.predicted is None) == bool(r.set_aside)
+        if r.set_aside:
+            assert len(r.set_aside) > 30, f"row {r.row}: say why it is set aside"
+    assert sum(r.predicted is not None for r in results) >= len(results) - 4
+
+
+def test_median_absolute_error(results: list[Result]) -> None:
+    assert median_error(results) <= MAX_MEDIAN_ERROR
+
+
+NVLINK_ROWS = [r.row for r in calibrate() if r.nvlink_single_node and r.predicted is not None]
+
+
+def test_the_nvlink_rows_are_there() -> None:
+    assert NVLINK_ROWS == [1, 2, 3, 5, 6, 8]
+
+
+@pytest.mark.parametrize("row", NVLINK_ROWS)
+def test_single_node_nvlink_rows(results: list[Result], row: int) -> None:
+    r = next(r for r in results if r.row == row)
+    assert r.error is not None and r.error <= MAX_NVLINK_ROW_ERROR, f"row {row}: {r.predicted} vs {r.published}"
+
+
+def test_maintainers_ring_figure_for_h100() -> None:
+    # Row 2 also says "~370 effective NVLink busbw ... NCCL_ALGO=RING": the ring on a 2-GPU set (no NVLS win).
+    ring = estimate_node(load_node_type("hgx-h100"), [0, 1]).busbw_gbps
+    assert ring == pytest.approx(370, rel=0.1)
