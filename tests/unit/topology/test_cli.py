@@ -1,0 +1,161 @@
+"""`gputopo topo import|show` and `gputopo estimate`, run through the real typer app."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gputopo.api.nodetopology import NodeTopology
+from gputopo.cli.main import app
+from gputopo.topology import load_topology, parse_nvidia_smi
+from gputopo.topology.catalog import fixture_names, fixture_text
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def fixtures(tmp_path: Path) -> Path:
+    for name in fixture_names():
+        (tmp_path / name).write_text(fixture_text(name))
+    return tmp_path
+
+
+def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args), input=stdin)
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.mark.parametrize("name", fixture_names(), ids=lambda n: n.removesuffix(".txt"))
+def test_show_json_for_every_fixture(fixtures: Path, name: str) -> None:
+    code, out, _ = run("topo", "show", str(fixtures / name), "--json")
+    assert code == 0
+    doc = json.loads(out)
+    t = parse_nvidia_smi(fixture_text(name))
+    n = t.gpu_count
+    assert doc["gpu_count"] == n and doc["nic_count"] == len(t.nics)
+    assert len(doc["kinds"]) == n and all(doc["kinds"][i][i] == "X" for i in range(n))
+    assert doc["nvlinks"] == [list(r) for r in t.nvlink_matrix]
+    assert doc["interconnect"] in ("nvswitch", "nvlink-mesh", "nvlink-pairs", "pcie")
+    assert isinstance(doc["nvlink_domain_size"], int)
+
+
+def test_show_json_values(fixtures: Path) -> None:
+    _, out, _ = run("topo", "show", str(fixtures / "8xH100-NVL-pcie-nvlink-bridge-pairs-nv12.txt"), "--json")
+    doc = json.loads(out)
+    assert doc["kinds"][0][:4] == ["X", "NV12", "NODE", "NODE"] and doc["kinds"][0][4] == "SYS"
+    assert doc["interconnect"] == "nvlink-pairs" and doc["nvlink_domain_size"] == 2
+    assert doc["nics"][0]["name"] == "mlx5_0" and doc["nics"][0]["nearest_gpus"] == [1]
+
+
+def test_show_text_prints_matrix_and_summary(fixtures: Path) -> None:
+    code, out, _ = run(
+        "topo", "show", str(fixtures / "dgx1-v100-8gpu-cubemesh-4xmlx5.txt"), "--gpu-model", "Tesla V100-SXM2-32GB"
+    )
+    assert code == 0
+    assert out.splitlines()[0].split() == [f"GPU{i}" for i in range(8)] + [f"NIC{j}" for j in range(4)] + [
+        "NUMA",
+        "Affinity",
+    ]
+    assert "Interconnect: nvlink-mesh; NVLink domain size 4" in out
+    assert "NVLink domains: GPU0-3; GPU4-7" in out
+    assert "Volta, NVLink2" in out
+    assert "mlx5_0" in out and "nearest GPU0-1 (PIX)" in out
+
+
+def test_show_reads_yaml_and_stdin(fixtures: Path) -> None:
+    code, out, _ = run("topo", "import", str(fixtures / "hgx-h100-8gpu-nv18-8xmlx5-1nic-per-gpu.txt"))
+    assert code == 0
+    code, shown, _ = run("topo", "show", "-", "--json", stdin=out)
+    assert code == 0 and json.loads(shown)["interconnect"] == "nvswitch"
+
+
+def test_show_node_type_name() -> None:
+    code, out, _ = run("topo", "show", "hgx-h100", "--json")
+    assert code == 0 and json.loads(out)["gpu_model"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_import_writes_a_node_topology(fixtures: Path, tmp_path: Path) -> None:
+    out_file = tmp_path / "out.yaml"
+    code, _, _ = run(
+        "topo",
+        "import",
+        str(fixtures / "alcf-polaris-4xA100-nv4-2xmlx5.txt"),
+        "--gpu-model",
+        "NVIDIA A100-SXM4-40GB",
+        "--node-name",
+        "x3005c0s7b0n0",
+        "-o",
+        str(out_file),
+    )
+    assert code == 0
+    doc = yaml.safe_load(out_file.read_text())
+    obj = NodeTopology.model_validate(doc)
+    assert doc["kind"] == "NodeTopology" and obj.name == "x3005c0s7b0n0"
+    assert obj.status.probe.backend == "nvidia-smi"
+    assert {g.model for g in obj.status.gpus} == {"NVIDIA A100-SXM4-40GB"}
+    assert load_topology(out_file).nvlinks(0, 3) == 4
+
+
+def test_estimate_json(fixtures: Path) -> None:
+    hgx = str(fixtures / "hgx-h100-8gpu-nv18-8xmlx5-1nic-per-gpu.txt")
+    code, out, _ = run("estimate", "--topology", hgx, "--gpus", "0,1,2,3,4,5,6,7", "--gpu-model", "H100", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert set(doc) == {"busbw_GBps", "bottleneck"}
+    assert doc["busbw_GBps"] == pytest.approx(476.4, abs=0.1)
+    code, out, _ = run(
+        "estimate",
+        "--topology",
+        hgx,
+        "--gpus",
+        "0-7",
+        "--gpu-model",
+        "H100",
+        "--nodes",
+        "2",
+        "--nic-rate-gbps",
+        "400",
+        "--json",
+    )
+    assert code == 0 and json.loads(out)["busbw_GBps"] == pytest.approx(376.0)
+    code, out, _ = run("estimate", "--topology", "hgx-h100", "--gpus", "all", "--nodes", "2", "--oversubscription", "2")
+    assert code == 0 and "188.0 GB/s" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("estimate", "--topology", "hgx-h100", "--gpus", "0,9", "--json"), "no GPU9"),
+        (("estimate", "--topology", "hgx-h100", "--gpus", "a,b"), "not a GPU index"),
+        (("estimate", "--topology", "hgx-h100", "--gpus", "1,1"), "twice"),
+        (("estimate", "--topology", "hgx-h100", "--gpus", "0", "--nodes", "0"), "--nodes"),
+        (("estimate", "--topology", "/no/such/file", "--gpus", "0", "--json"), "no such file"),
+        (("topo", "show"), "FILE or --node"),
+        (("topo", "import", "/no/such/file"), "no such file"),
+    ],
+)
+def test_errors_exit_2_on_stderr(args: tuple[str, ...], message: str) -> None:
+    code, out, err = run(*args)
+    assert code == 2
+    assert out == ""
+    assert message in err and err.startswith("error: ")
+
+
+def test_malformed_matrix_names_line_and_token(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text("\tGPU0\tGPU1\nGPU0\t X \tNV4\nGPU1\tNV4\tWHAT\n")
+    code, out, err = run("topo", "show", str(bad), "--json")
+    assert code == 2 and out == ""
+    assert "line 3" in err and "'WHAT'" in err
+    code, _, err = run("topo", "import", str(bad))
+    assert code == 2 and "line 3" in err
+
+
+def test_show_node_without_a_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing.kubeconfig"))
+    code, out, err = run("topo", "show", "--node", "gpu-1", "--json")
+    assert code == 2 and out == "" and err.startswith("error: ")
