@@ -43,9 +43,11 @@ row is 1.7* its NIC line rate), VMs may lack NVLS, and PCIe host-memory paths va
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from gputopo.api.nodetopology import LinkKind, LinkState
 from gputopo.topology.bandwidth import nvlink_generation, pcie_generation, pcie_x16_gbps
@@ -60,6 +62,7 @@ __all__ = [
     "SHM_SHARE",
     "UNKNOWN_NIC_RATE_GBPS",
     "BusBandwidth",
+    "clear_shared_tables",
     "estimate_gang",
     "estimate_node",
     "hop_gbps",
@@ -126,6 +129,7 @@ class _Node:
         self.direct = [[0.0] * n for _ in range(n)]  # direct NVLink GB/s per direction
         self.switch = [[0.0] * n for _ in range(n)]  # NVSwitch pair GB/s (the GPU's whole NVLink)
         self.nv_adj = [0] * n
+        self.nvlink_counts = [[0] * n for _ in range(n)]  # usable NVLinks per pair
         self.switch_adj = [0] * n
         own_nvlink = [0.0] * n
         for (a, b), link in topology.links.items():
@@ -136,6 +140,7 @@ class _Node:
                 hop = NVLINK_RING_EFFICIENCY * bw
                 self.nv_adj[a] |= 1 << b
                 self.nv_adj[b] |= 1 << a
+                self.nvlink_counts[a][b] = self.nvlink_counts[b][a] = link.nvlinks
                 if link.kind is LinkKind.NVSWITCH:
                     self.switch[a][b] = self.switch[b][a] = bw
                     self.switch_adj[a] |= 1 << b
@@ -153,6 +158,7 @@ class _Node:
             else:
                 hop = SHM_SHARE[link.kind] * x16
             self.hop[a][b] = self.hop[b][a] = hop
+        self.any_switch = any(self.switch_adj)
         self.best_hop = [max(row) if n > 1 else 0.0 for row in self.hop]
         self.local = [
             max(NVLINK_RING_EFFICIENCY * own_nvlink[i], PCIE_P2P_SHARE[LinkKind.PIX] * pcie_x16_gbps(self.pcie[i]))
@@ -168,6 +174,7 @@ class _Node:
         self._pair_sums: dict[int, float] = {0: 0.0}
         self._capacities: dict[int, list[list[float]]] = {}
         self._bits: dict[int, tuple[int, ...]] = {}
+        self.memo: dict[Hashable, Any] = {}  # derived views of this content (group rankings)
 
     def bits(self, mask: int) -> tuple[int, ...]:
         """The GPUs of a set, in index order."""
@@ -203,7 +210,7 @@ class _Node:
         return found
 
     def _estimate(self, mask: int) -> BusBandwidth:
-        bits = list(self.bits(mask))
+        bits = self.bits(mask)
         k = len(bits)
         if k == 1:
             i = bits[0]
@@ -218,7 +225,7 @@ class _Node:
             value, a, b = self._spanning(bits)
             if value >= best[0]:
                 best = (value, "hop", (a, b))
-        if all((self.switch_adj[i] | 1 << i) & mask == mask for i in bits):
+        if self.any_switch and all((self.switch_adj[i] | 1 << i) & mask == mask for i in bits):
             bw, a, b = min((self.switch[a][b], a, b) for x, a in enumerate(bits) for b in bits[x + 1 :])
             best = (best[0], "switch-ring", (a, b))
             if all(self.nvls[i] for i in bits):
@@ -227,7 +234,7 @@ class _Node:
                     best = (nvls, "switch-nvls", (a, b))
         return BusBandwidth(best[0], self._describe(best[1], best[2], bits))
 
-    def _describe(self, what: str, where: tuple[int, ...], bits: list[int]) -> str:
+    def _describe(self, what: str, where: tuple[int, ...], bits: tuple[int, ...]) -> str:
         if what in ("switch-ring", "switch-nvls"):
             a, b = where
             bw = self.switch[a][b]
@@ -236,22 +243,18 @@ class _Node:
         if what == "hop":
             return self._describe_hop(*where)
         side, other = where
-        links = sum(
-            self.topology.link(i, j).nvlinks
-            for i in bits
-            for j in bits
-            if side >> i & 1 and other >> j & 1 and self.nv_adj[i] >> j & 1
-        )
+        counts = self.nvlink_counts
+        links = sum(counts[i][j] for i in bits if side >> i & 1 for j in bits if other >> j & 1)
         if side.bit_count() == 1 or other.bit_count() == 1:
             lone = side if side.bit_count() == 1 else other
             return f"GPU{lone.bit_length() - 1} has {links} NVLinks into the group"
         return f"NVLink cut {_set_name(side)}|{_set_name(other)}: {links} NVLinks across"
 
-    def _spanning(self, bits: list[int]) -> tuple[float, int, int]:
+    def _spanning(self, bits: tuple[int, ...]) -> tuple[float, int, int]:
         """The best single ring's slowest hop: the bottleneck edge of the maximum spanning tree (Prim)."""
         hop = self.hop
         start = bits[0]
-        rest = bits[1:]
+        rest = list(bits[1:])
         row = hop[start]
         value = [row[v] for v in rest]
         via = [start] * len(rest)
@@ -327,7 +330,7 @@ class _Node:
             self._internal = table
         return self._internal
 
-    def _min_cut(self, mask: int, bits: list[int]) -> tuple[float, int]:
+    def _min_cut(self, mask: int, bits: tuple[int, ...]) -> tuple[float, int]:
         """The weakest cut of the set by NVLink capacity (GB/s per direction) and one side of it."""
         low = 1 << bits[0]
         others = mask ^ low
@@ -365,10 +368,39 @@ class _Node:
         return tuple(j for j in up if _LEVELS.index(self.topology.nics[j].distance(gpu)) == level)
 
 
+# Tables shared by topologies with equal content (the 10,000 nodes of a cluster are a handful of node types,
+# each read into its own Topology object): a bounded cache of a pure function, so sharing changes nothing
+# but the time taken.
+_SHARED: OrderedDict[Hashable, _Node] = OrderedDict()
+_SHARED_LIMIT = 256
+
+
+def _content(topology: Topology) -> Hashable:
+    """Everything the estimator and the group ranking read from a topology."""
+    return (
+        tuple((g.model, g.nvlink_version, g.pcie_generation, g.health) for g in topology.gpus),
+        tuple((key, link.kind, link.nvlinks, link.state) for key, link in sorted(topology.links.items())),
+        tuple((n.name, n.state, n.rate_gbps, n.affinity) for n in topology.nics),
+    )
+
+
+def clear_shared_tables() -> None:
+    """Forget the tables shared between equal topologies (benchmarks measure the first decision)."""
+    _SHARED.clear()
+
+
 def _analysis(topology: Topology) -> _Node:
     node = topology.memo.get("estimate")
     if node is None:
-        node = topology.memo["estimate"] = _Node(topology)
+        key = _content(topology)
+        node = _SHARED.get(key)
+        if node is None:
+            node = _SHARED[key] = _Node(topology)
+            if len(_SHARED) > _SHARED_LIMIT:
+                _SHARED.popitem(last=False)
+        else:
+            _SHARED.move_to_end(key)
+        topology.memo["estimate"] = node
     assert isinstance(node, _Node)
     return node
 

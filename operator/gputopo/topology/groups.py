@@ -13,7 +13,8 @@ Speed comes from symmetry: GPUs that are interchangeable (same links to every ot
 health) fall into one class, and a group is only a count per class. Every group of one such "shape" has
 the same bandwidth and leaves the same remainder, so each shape is scored once, and the groups of equal
 shapes are produced in index order without being scored one by one. An NVSwitch node is one class, so
-its groups cost no more than listing them. Results are memoised on the topology.
+its groups cost no more than listing them. Results are memoised with the estimator's tables, which
+topologies of equal content (nodes of one type) share.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import combinations, islice
+from itertools import combinations, islice, product
+from math import comb, prod
 from typing import NamedTuple
 
 from gputopo.api.nodetopology import GpuHealthState, LinkKind, LinkState
@@ -30,6 +32,9 @@ from gputopo.topology.estimate import _analysis, _Node
 from gputopo.topology.model import Link, Topology, TopologyError
 
 __all__ = ["Group", "pair_allowed", "well_connected_groups"]
+
+# Shapes with at most this many groups are listed and sorted at once; larger ones are generated lazily.
+_MATERIALISE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,23 +67,18 @@ def _classes(topology: Topology, candidates: list[int]) -> list[list[int]]:
     i and j are interchangeable when their links to every other GPU match and the GPUs match; that relation
     is an equivalence, and within a class all pairs are alike.
     """
-    gpus = topology.gpus
-    everyone = range(topology.gpu_count)  # a single GPU's figure looks at all its links
-
-    def desc(a: int, b: int) -> tuple[LinkKind, int, LinkState]:
-        link = topology.link(a, b)
-        return link.kind, link.nvlinks, link.state
+    n = topology.gpu_count
+    rows: list[list[tuple[LinkKind, int, LinkState] | None]] = [[None] * n for _ in range(n)]
+    for (a, b), link in topology.links.items():
+        rows[a][b] = rows[b][a] = (link.kind, link.nvlinks, link.state)
+    kinds = [(g.model, g.nvlink_version, g.pcie_generation, g.health) for g in topology.gpus]
 
     def twins(i: int, j: int) -> bool:
-        gi, gj = gpus[i], gpus[j]
-        if (gi.model, gi.nvlink_version, gi.pcie_generation, gi.health) != (
-            gj.model,
-            gj.nvlink_version,
-            gj.pcie_generation,
-            gj.health,
-        ):
+        # A single GPU's figure looks at all its links, so compare against every GPU, not only candidates.
+        if kinds[i] != kinds[j]:
             return False
-        return all(desc(i, g) == desc(j, g) for g in everyone if g != i and g != j)
+        ri, rj = rows[i], rows[j]
+        return all(ri[g] == rj[g] for g in range(n) if g != i and g != j)
 
     classes: list[list[int]] = []
     for g in candidates:
@@ -108,11 +108,16 @@ def _shapes(
     m = len(classes)
     sizes = [len(c) for c in classes]
     suffix = [sum(sizes[t:]) for t in range(m + 1)]
-    inner_ok = [len(c) < 2 or _allowed(topology.link(c[0], c[1]), intra) for c in classes]
-    cross_bad = [
-        sum(1 << y for y in range(m) if x != y and not _allowed(topology.link(classes[x][0], classes[y][0]), intra))
-        for x in range(m)
-    ]
+    tables = node.memo.setdefault("class-pairs", {})
+    found = tables.get((free_mask, intra))
+    if found is None:
+        inner = [len(c) < 2 or _allowed(topology.link(c[0], c[1]), intra) for c in classes]
+        cross = [
+            sum(1 << y for y in range(m) if x != y and not _allowed(topology.link(classes[x][0], classes[y][0]), intra))
+            for x in range(m)
+        ]
+        found = tables[(free_mask, intra)] = (inner, cross)
+    inner_ok, cross_bad = found
     degraded = [int(topology.gpus[c[0]].health is GpuHealthState.DEGRADED) for c in classes]
     first_masks = [[sum(1 << g for g in c[:i]) for i in range(len(c) + 1)] for c in classes]
     shapes: list[_Shape] = []
@@ -144,6 +149,31 @@ def _shapes(
         counts[t] = 0
         fill(t + 1, left, used, group, sick, fixed)
 
+    if m == len(sizes) and all(size == 1 for size in sizes):
+        # No two GPUs alike: every group is its own shape. Walk the k-subsets of classes directly.
+        members = [c[0] for c in classes]
+        one = [1 << g for g in members]
+        for combo in combinations(range(m), k):
+            used = 0
+            ok = True
+            for t in combo:
+                if cross_bad[t] & used:
+                    ok = False
+                    break
+                used |= 1 << t
+            if not ok:
+                continue
+            group = 0
+            sick = 0
+            for t in combo:
+                group |= one[t]
+                sick += degraded[t]
+            est = estimate(group)
+            rest = free_mask & ~group
+            rest_bw = estimate(rest).busbw_gbps if rest else 0.0
+            key = (-round(est.busbw_gbps, 9), sick, -round(rest_bw, 9), -round(pair_sum(rest), 9))
+            shapes.append(_Shape((), key, bits_of(group), True, est.busbw_gbps, est.bottleneck))
+        return shapes
     fill(0, k, 0, 0, 0, True)
     return shapes
 
@@ -164,6 +194,11 @@ def _groups_of(classes: list[list[int]], shape: _Shape) -> Iterator[tuple[int, .
             return
         for combo in combinations(cls, c):
             yield tuple(sorted((*whole, *combo)))
+        return
+    if prod(comb(len(cls), c) for cls, c in partial) <= _MATERIALISE:
+        whole = [g for members, n in used if n == len(members) for g in members]
+        combos = product(*(combinations(cls, c) for cls, c in partial))
+        yield from sorted(tuple(sorted((*whole, *(g for part in combo for g in part)))) for combo in combos)
         return
     owner = {g: t for t, (cls, _) in enumerate(used) for g in cls}
     pool = sorted(owner)
@@ -246,16 +281,17 @@ def well_connected_groups(
     if len(candidates) < k or limit == 0:
         return []
     free_mask = sum(1 << g for g in candidates)
-    memo: dict[tuple[int, int, IntraNode, int | None], tuple[Group, ...]] = topology.memo.setdefault("groups", {})
+    node = _analysis(topology)
+    memo: dict[tuple[int, int, IntraNode, int | None], tuple[Group, ...]] = node.memo.setdefault("groups", {})
     key = (free_mask, k, intra, limit)
     found = memo.get(key)
     if found is None and limit is not None and (whole := memo.get((free_mask, k, intra, None))) is not None:
         found = whole[:limit]
     if found is None:
-        node = _analysis(topology)
-        classes = topology.memo.setdefault("classes", {}).get(free_mask)
+        classes_memo: dict[int, list[list[int]]] = node.memo.setdefault("classes", {})
+        classes = classes_memo.get(free_mask)
         if classes is None:
-            classes = topology.memo["classes"][free_mask] = _classes(topology, candidates)
+            classes = classes_memo[free_mask] = _classes(topology, candidates)
         shapes = _shapes(topology, node, classes, k, intra, free_mask)
         found = memo[key] = tuple(_ranked(shapes, classes, limit))
     return list(found)
