@@ -57,6 +57,7 @@ __all__ = [
     "SystemFacts",
     "Topology",
     "TopologyError",
+    "clear_shared_tables",
     "estimate_gang",
     "estimate_node",
     "from_status",

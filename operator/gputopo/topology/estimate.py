@@ -7,21 +7,26 @@ One node (``estimate_node``), GPU set S of size k:
 
 * k = 1: nothing crosses a link; the figure is the GPU's own attachment (its NVLink, else PCIe P2P) so
   that it never limits a gang.
-* Every pair of S joined by a usable NVSwitch link: each GPU has its whole NVLink bandwidth B (links *
-  per-link GB/s, the slowest GPU's) to the fabric. Ring: ``NVLINK_RING_EFFICIENCY * B``. On NVLink4+
-  (Hopper, Blackwell) NCCL also has NVLink SHARP (NVLS), whose algbw is a fixed share of B, so its busbw is
-  ``NVLS_ALGBW_EFFICIENCY * B * 2(k-1)/k``; the larger of the two is taken (NVLS wins from 4 GPUs up).
-* Otherwise two candidates, and the larger is taken:
-  - NVLink rings: when S is connected by usable NVLink, the most bandwidth rings can carry is bounded by
-    the weakest cut of S, counting each pair's NVLinks (NCCL routes through a peer GPU, "NVB", where a
-    pair has none): ``NVLINK_RING_EFFICIENCY * min-cut``. NVSwitch pairs count ``B/(k-1)`` each here.
+* Otherwise the largest of up to three candidates:
   - One ring over the best hops: the ring must cross between any split of S, so its slowest hop is the
-    bottleneck edge of the maximum spanning tree over per-pair hop bandwidths. PCIe hops: NCCL's default
-    uses GPU P2P only up to PXB (``p2pLevel = PATH_PXB`` in NCCL's paths.cc; AMD hosts with 2 GPUs
-    excepted), so PIX/PXB hops get ``PCIE_P2P_SHARE`` of the x16 rate and PHB/NODE/SYS hops go through
-    host memory (SHM) at ``SHM_SHARE`` of it. A Down link falls back to the SYS host-memory path.
-  Both candidates only fall when a link goes down or loses links, so taking a link down never raises the
-  estimate, and neither depends on how the GPUs are numbered.
+    bottleneck edge of the maximum spanning tree over per-pair hop bandwidths. An NVLink or NVSwitch hop
+    carries ``NVLINK_RING_EFFICIENCY`` of links * per-link GB/s (on NVSwitch the pair's count is the
+    GPU's total, so that is the GPU's whole NVLink bandwidth B). PCIe hops: NCCL's default uses GPU P2P
+    only up to PXB (``p2pLevel = PATH_PXB`` in NCCL's paths.cc; AMD hosts with 2 GPUs excepted), so
+    PIX/PXB hops get ``PCIE_P2P_SHARE`` of the x16 rate and PHB/NODE/SYS hops go through host memory
+    (SHM) at ``SHM_SHARE`` of it. A Down link falls back to the SYS host-memory path.
+  - NVLink rings: when S is connected by usable NVLink, the bandwidth rings can carry is bounded by the
+    weakest cut of S, counting each pair's NVLinks (NCCL routes through a peer GPU, "NVB", where a pair
+    has none): ``NVLINK_RING_EFFICIENCY * min-cut``; an NVSwitch pair counts ``B/(k-1)`` (its GPU's
+    bandwidth is shared by k-1 peers). Exact on nodes of up to 12 GPUs without NVSwitch (a DGX-1 quad
+    pair); elsewhere the weakest single GPU's cut stands for it. Which of the two is chosen by link
+    kinds, never by link states.
+  - NVLink SHARP (NVLS), when every pair is a usable NVSwitch link and the GPUs are NVLink4+ (Hopper,
+    Blackwell): its algbw is a fixed share of B, so its busbw is ``NVLS_ALGBW_EFFICIENCY * B * 2(k-1)/k``,
+    which beats the ring from 4 GPUs up.
+  Each candidate only falls when a link goes down or loses links, so taking a link down never raises the
+  estimate, and none depends on how the GPUs are numbered. Without a GPU model the NVLink generation is
+  unknown and 25 GB/s per link (NVLink2-4) is assumed, without NVLS: pass the model.
 
 Several nodes (``estimate_gang``): the minimum of each node's intra-node figure and the inter-node part.
 Each node's inter-node bandwidth is what its chosen GPUs can push through their nearest Up NICs: a
@@ -29,20 +34,24 @@ maximum-weight matching of GPUs to NICs at each GPU's nearest distance (a NIC sh
 once), each pair worth ``rate * NET_EFFICIENCY * NIC_DISTANCE_SHARE[distance]``, capped by the GPU's PCIe
 link. That is the ring figure (each NIC carries one ring channel); the gang's inter-node part is the
 weakest node's, divided by the network tier's oversubscription. A node with no Up NIC falls back to host
-networking at its slowest NIC's rate (or ``UNKNOWN_NIC_RATE_GBPS``) through host memory.
+networking at its slowest NIC's rate (or ``UNKNOWN_NIC_RATE_GBPS``) through host memory. The
+``gpudirect_rdma`` system fact is not read: nvidia-smi text cannot tell it, and an imported topology would
+otherwise be penalised for a fact it does not carry; NCCL's own rule (GDR up to PXB) is used instead.
 
-Calibration (tests/unit/topology/test_calibration.py, against shared/fixtures/nccl-busbw-calibration.tsv):
+Calibration (``gputopo.topology.calibration`` maps each published row of
+shared/fixtures/nccl-busbw-calibration.tsv to a placement; tests/unit/topology/test_calibration.py checks it):
 NVLINK_RING_EFFICIENCY from the A100 NVSwitch ring (232.5 of 300 GB/s) and the maintainer's "~370 effective"
 H100 ring; NVLS_ALGBW_EFFICIENCY from the H100 NVLS runs (470-480 busbw, algbw ~275 of 450); NET_EFFICIENCY
 from "expect 46-48 GB/s per NDR NIC"; SHM_SHARE from the P2P-disabled A40/DGX runs. PCIE_P2P_SHARE,
 NIC_DISTANCE_SHARE have no published row to fit and are typical figures. The test prints each row.
 
 Known limits: NCCL's tree and NVLS-tree algorithms can beat the ring figure on two nodes (the GCP A3 Mega
-row is 1.7* its NIC line rate), VMs may lack NVLS, and PCIe host-memory paths vary a lot by platform.
+row is 1.7 times its NIC line rate), VMs may lack NVLS, and PCIe host-memory paths vary a lot by platform.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -373,6 +382,7 @@ class _Node:
 # but the time taken.
 _SHARED: OrderedDict[Hashable, _Node] = OrderedDict()
 _SHARED_LIMIT = 256
+_SHARED_LOCK = threading.Lock()
 
 
 def _content(topology: Topology) -> Hashable:
@@ -386,20 +396,24 @@ def _content(topology: Topology) -> Hashable:
 
 def clear_shared_tables() -> None:
     """Forget the tables shared between equal topologies (benchmarks measure the first decision)."""
-    _SHARED.clear()
+    with _SHARED_LOCK:
+        _SHARED.clear()
 
 
 def _analysis(topology: Topology) -> _Node:
     node = topology.memo.get("estimate")
     if node is None:
         key = _content(topology)
-        node = _SHARED.get(key)
+        with _SHARED_LOCK:
+            node = _SHARED.get(key)
+            if node is not None:
+                _SHARED.move_to_end(key)
         if node is None:
-            node = _SHARED[key] = _Node(topology)
-            if len(_SHARED) > _SHARED_LIMIT:
-                _SHARED.popitem(last=False)
-        else:
-            _SHARED.move_to_end(key)
+            node = _Node(topology)
+            with _SHARED_LOCK:
+                node = _SHARED.setdefault(key, node)
+                while len(_SHARED) > _SHARED_LIMIT:
+                    _SHARED.popitem(last=False)
         topology.memo["estimate"] = node
     assert isinstance(node, _Node)
     return node
