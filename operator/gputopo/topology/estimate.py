@@ -168,6 +168,9 @@ class _Node:
                 hop = SHM_SHARE[link.kind] * x16
             self.hop[a][b] = self.hop[b][a] = hop
         self.any_switch = any(self.switch_adj)
+        nv_hops = [self.hop[a][b] for a in range(n) for b in range(n) if self.nv_adj[a] >> b & 1]
+        other_hops = [self.hop[a][b] for a in range(n) for b in range(n) if a != b and not self.nv_adj[a] >> b & 1]
+        self.nvlink_dominates = min(nv_hops, default=0.0) >= max(other_hops, default=0.0)
         self.best_hop = [max(row) if n > 1 else 0.0 for row in self.hop]
         self.local = [
             max(NVLINK_RING_EFFICIENCY * own_nvlink[i], PCIE_P2P_SHARE[LinkKind.PIX] * pcie_x16_gbps(self.pcie[i]))
@@ -229,8 +232,10 @@ class _Node:
         if self._nvlink_connected(mask, bits[0]):
             cut, side = self._min_cut(mask, bits)
             best = (NVLINK_RING_EFFICIENCY * cut, "cut", (side, mask ^ side))
-        # No spanning tree beats the weakest GPU's best hop; skip Prim when the NVLink cut already does.
-        if best[0] < min(self.best_hop[i] for i in bits) or not best[1]:
+        # Prim is skipped where it cannot win: when every NVLink hop beats every PCIe hop, the ring over
+        # an NVLink-connected set crosses its weakest cut on a hop no faster than that cut; otherwise
+        # no spanning tree beats the weakest GPU's best hop.
+        if not best[1] or (not self.nvlink_dominates and best[0] < min(self.best_hop[i] for i in bits)):
             value, a, b = self._spanning(bits)
             if value >= best[0]:
                 best = (value, "hop", (a, b))

@@ -28,7 +28,14 @@ def _status_of(document: Any) -> NodeTopologyStatus | None:
     """The NodeTopology status in a parsed YAML document (a whole object, or its status), else None."""
     if not isinstance(document, dict):
         return None
-    if "status" in document and ("kind" in document or "apiVersion" in document or "metadata" in document):
+    items = document.get("items")
+    if isinstance(items, list) and "gpus" not in document:  # `kubectl get ... -o yaml` of a list
+        if len(items) != 1:
+            raise TopologyError(f"a list of {len(items)} objects: name one NodeTopology")
+        document = items[0]
+        if not isinstance(document, dict):
+            return None
+    if isinstance(document.get("status"), dict):
         return NodeTopology.model_validate(document).status
     if "gpus" in document or "links" in document:
         return NodeTopologyStatus.model_validate(document)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,12 @@ def test_load_topology_every_form(tmp_path: Path) -> None:
     renamed = load_topology(whole, gpu_model="NVIDIA H100 80GB HBM3")
     assert renamed.gpu_model == "NVIDIA H100 80GB HBM3" and renamed.gpus[0].nvlink_version == 4
     NodeTopology.model_validate(yaml.safe_load(whole))
+    assert load_topology(yaml.safe_dump({"status": to_status(t).to_api()})) == t
+    listed = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [_document(t)]})
+    assert load_topology(listed) == t
+    with pytest.raises(TopologyError, match="list of 2"):
+        load_topology(yaml.safe_dump({"kind": "List", "items": [_document(t), _document(t)]}))
+    assert load_topology(json.dumps(_document(t))) == t
 
 
 def test_load_topology_errors() -> None:
