@@ -23,7 +23,7 @@ One node (``estimate_node``), GPU set S of size k:
     kinds, never by link states.
   - NVLink SHARP (NVLS), when every pair is a usable NVSwitch link and the GPUs are NVLink4+ (Hopper,
     Blackwell): its algbw is a fixed share of B, so its busbw is ``NVLS_ALGBW_EFFICIENCY * B * 2(k-1)/k``,
-    which beats the ring from 4 GPUs up.
+    which beats the ring from 3 GPUs up.
   Each candidate only falls when a link goes down or loses links, so taking a link down never raises the
   estimate, and none depends on how the GPUs are numbered. Without a GPU model the NVLink generation is
   unknown and 25 GB/s per link (NVLink2-4) is assumed, without NVLS: pass the model.
@@ -508,7 +508,9 @@ def _inter_node(topology: Topology, gpus: Sequence[int], nic_rate_gbps: float | 
     rates = sorted({_nic_rate(topology.nics[j], nic_rate_gbps) for j in used})
     rate_text = "/".join(f"{r:g}" for r in rates)
     names = ",".join(topology.nics[j].name for j in used)
-    return total, f"{len(used)} NIC(s) x {rate_text} Gb/s ({names}): {total:.1f} GB/s"
+    guessed = nic_rate_gbps is None and any(not topology.nics[j].rate_gbps for j in used)
+    note = f", rate unknown: {UNKNOWN_NIC_RATE_GBPS:g} Gb/s assumed" if guessed else ""
+    return total, f"{len(used)} NIC(s) x {rate_text} Gb/s ({names}{note}): {total:.1f} GB/s"
 
 
 def inter_node_bandwidth(topology: Topology, gpus: Sequence[int], nic_rate_gbps: float | None = None) -> BusBandwidth:
