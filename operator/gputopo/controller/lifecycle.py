@@ -24,8 +24,8 @@ from gputopo.controller.failure import Action, backoff_delay, decide, faults_und
 from gputopo.controller.pods import pod_manifest, pod_name, service_manifest
 from gputopo.controller.validation import problems
 from gputopo.controller.view import ClusterView
-from gputopo.placement.estimate import nearest_nics
 from gputopo.placement.types import TierConfig
+from gputopo.topology.views import nearest_nics
 
 __all__ = ["Config", "JobStep", "Restart", "step"]
 

@@ -10,7 +10,7 @@ from gputopo.api.nodetopology import GpuHealthState, LinkState, NicState, PodGpu
 from gputopo.api.trainingjob import TrainingJobSpec, TrainingJobStatus
 from gputopo.controller.facts import JobFacts, NodeFacts, PodFacts, TopologyFacts, job_facts
 from gputopo.controller.view import ClusterView
-from gputopo.placement.node_types import load_node_type
+from gputopo.topology.catalog import load_node_type
 from gputopo.topology.model import Topology
 
 T0 = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)

@@ -1,0 +1,66 @@
+"""Queue order and backfill, and the flap damping of new plans, on plain data."""
+
+from __future__ import annotations
+
+import pytest
+from builders import T0, at
+
+from gputopo.api.nodetopology import LinkState
+from gputopo.controller.quarantine import Quarantine
+from gputopo.controller.queue import QueuedJob, drain, order
+from gputopo.placement import Placement, Request, Snapshot, place
+from gputopo.placement.types import NodeInfo
+from gputopo.topology.catalog import load_node_type
+
+
+def queued(name: str, gpus: int, priority: int = 0, since: float = 0.0) -> QueuedJob:
+    return QueuedJob(("ns", name), priority, at(since), Request(workers=1, gpus_per_worker=gpus, name=name))
+
+
+def one_node(used: int = 0) -> Snapshot:
+    return Snapshot([NodeInfo("n1", load_node_type("hgx-h100"), used_gpus=frozenset(range(used)))])
+
+
+def test_order_is_priority_then_age() -> None:
+    jobs = [queued("old-low", 1, 0, 0), queued("new-high", 1, 5, 9), queued("old-high", 1, 5, 1)]
+    assert [q.job[1] for q in order(jobs)] == ["old-high", "new-high", "old-low"]
+
+
+@pytest.mark.parametrize(
+    ("waited", "placed"),
+    [(10.0, {"small"}), (400.0, set())],
+    ids=["smaller-job-backfills", "starving-head-stops-backfill"],
+)
+def test_backfill_until_the_head_starves(waited: float, placed: set[str]) -> None:
+    jobs = [queued("big", 8, priority=5, since=0), queued("small", 2, priority=0, since=1)]
+    outcomes, _ = drain(one_node(used=4), jobs, place, at(waited), starvation_seconds=300)
+    assert {o.job.job[1] for o in outcomes if isinstance(o.result, Placement)} == placed
+
+
+def test_one_pass_reserves_each_placement_before_the_next() -> None:
+    outcomes, snapshot = drain(one_node(), [queued(f"j{i}", 4, since=i) for i in range(3)], place, T0, 300)
+    assert [isinstance(o.result, Placement) for o in outcomes] == [True, True, False]
+    assert snapshot.used_gpus == 8
+
+
+def test_a_flapping_link_stays_quarantined_after_it_reads_up() -> None:
+    healthy = load_node_type("hgx-h100")
+    down = healthy.with_link_state(0, 1, LinkState.DOWN)
+    quarantine = Quarantine(seconds=30)
+    for t in range(0, 10):  # down/up every half second for five seconds
+        quarantine.observe("n1", down if t % 2 == 0 else healthy, at(t * 0.5))
+    masked = quarantine.mask("n1", healthy, at(10))
+    assert masked.link(0, 1).state is LinkState.DOWN and masked.link(2, 3).state is LinkState.UP
+    assert quarantine.mask("n1", healthy, at(40)) is healthy
+
+
+@pytest.mark.parametrize(
+    "status",
+    [None, "nonsense", {"gpus": [{"index": 1}]}, {"gpus": [{"index": 0}, {"index": 1}], "links": []}],
+    ids=["no-status", "not-a-mapping", "gpu-indices-not-from-zero", "pair-without-link"],
+)
+def test_an_odd_nodetopology_gives_facts_without_a_model(status: object) -> None:
+    from gputopo.controller.topologies import topology_facts
+
+    facts = topology_facts({"metadata": {"name": "n1"}, "status": status})
+    assert facts.name == "n1" and facts.topology is None
