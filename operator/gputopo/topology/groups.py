@@ -121,19 +121,34 @@ def _shapes(
     degraded = [int(topology.gpus[c[0]].health is GpuHealthState.DEGRADED) for c in classes]
     first_masks = [[sum(1 << g for g in c[:i]) for i in range(len(c) + 1)] for c in classes]
     shapes: list[_Shape] = []
-    counts = [0] * m
     estimate = node.estimate
-    pair_sum = node.pair_sum
 
-    bits_of = node.bits
+    def score(counts: tuple[int, ...], group: int, sick: int, fixed: bool) -> None:
+        est = estimate(group)
+        rest = free_mask & ~group
+        rest_bw = estimate(rest).busbw_gbps if rest else 0.0
+        key = (-round(est.busbw_gbps, 9), sick, -round(rest_bw, 9), -round(node.pair_sum(rest), 9))
+        shapes.append(_Shape(counts, key, node.bits(group), fixed, est.busbw_gbps, est.bottleneck))
+
+    if all(size == 1 for size in sizes):
+        # No two GPUs alike: every group is a shape of its own. Walk the k-subsets directly.
+        for combo in combinations(range(m), k):
+            used = group = sick = 0
+            for t in combo:
+                if cross_bad[t] & used:
+                    break
+                used |= 1 << t
+                group |= first_masks[t][1]
+                sick += degraded[t]
+            else:
+                score((), group, sick, True)
+        return shapes
+
+    counts = [0] * m
 
     def fill(t: int, left: int, used: int, group: int, sick: int, fixed: bool) -> None:
         if left == 0:
-            est = estimate(group)
-            rest = free_mask & ~group
-            rest_bw = estimate(rest).busbw_gbps if rest else 0.0
-            key = (-round(est.busbw_gbps, 9), sick, -round(rest_bw, 9), -round(pair_sum(rest), 9))
-            shapes.append(_Shape(tuple(counts), key, bits_of(group), fixed, est.busbw_gbps, est.bottleneck))
+            score(tuple(counts), group, sick, fixed)
             return
         if t == m or suffix[t] < left:
             return
@@ -149,31 +164,6 @@ def _shapes(
         counts[t] = 0
         fill(t + 1, left, used, group, sick, fixed)
 
-    if m == len(sizes) and all(size == 1 for size in sizes):
-        # No two GPUs alike: every group is its own shape. Walk the k-subsets of classes directly.
-        members = [c[0] for c in classes]
-        one = [1 << g for g in members]
-        for combo in combinations(range(m), k):
-            used = 0
-            ok = True
-            for t in combo:
-                if cross_bad[t] & used:
-                    ok = False
-                    break
-                used |= 1 << t
-            if not ok:
-                continue
-            group = 0
-            sick = 0
-            for t in combo:
-                group |= one[t]
-                sick += degraded[t]
-            est = estimate(group)
-            rest = free_mask & ~group
-            rest_bw = estimate(rest).busbw_gbps if rest else 0.0
-            key = (-round(est.busbw_gbps, 9), sick, -round(rest_bw, 9), -round(pair_sum(rest), 9))
-            shapes.append(_Shape((), key, bits_of(group), True, est.busbw_gbps, est.bottleneck))
-        return shapes
     fill(0, k, 0, 0, 0, True)
     return shapes
 

@@ -132,6 +132,12 @@ def brute(t: Topology, free: list[int], k: int, intra: IntraNode) -> list[tuple[
 @settings(max_examples=150, deadline=None)
 @given(topologies(max_gpus=7), st.data())
 def test_same_groups_as_brute_force_best_first(t: Topology, data: st.DataObject) -> None:
+    for g in range(t.gpu_count):
+        health = data.draw(
+            st.sampled_from([GpuHealthState.HEALTHY] * 3 + [GpuHealthState.DEGRADED, GpuHealthState.UNHEALTHY])
+        )
+        if health is not GpuHealthState.HEALTHY:
+            t = t.with_gpu_health(g, health)
     free = data.draw(st.lists(st.integers(0, t.gpu_count - 1), unique=True, min_size=1))
     k = data.draw(st.integers(1, len(free)))
     intra = data.draw(st.sampled_from(list(IntraNode)))
