@@ -160,3 +160,34 @@ def order_key(
     pair_sum = sum(hop_gbps(t, a, b) for a, b in combinations(rest, 2))
     sick = sum(1 for g in group if t.gpus[g].health is GpuHealthState.DEGRADED)
     return (-busbw, sick, -round(rest_bw, 9), -round(pair_sum, 9), group)
+
+
+@st.composite
+def symmetric_nodes(draw: st.DrawFn) -> Topology:
+    """Nodes with many interchangeable GPUs (sockets, bridge pairs, NVSwitch) and a few faults."""
+    n = draw(st.integers(2, 8))
+    socket = draw(st.sampled_from([n, max(1, n // 2)]))
+    pairs = draw(st.booleans())
+    switched = draw(st.booleans())
+    b = node(n).gpu_model(draw(st.sampled_from(["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L40S"])))
+    if switched:
+        b = b.nvswitch(18)
+    for x in range(n):
+        for y in range(x + 1, n):
+            if switched:
+                continue
+            if pairs and x // 2 == y // 2:
+                b = b.nvlink(x, y, 12)
+            else:
+                b = b.pcie(x, y, "NODE" if x // socket == y // socket else "SYS")
+    t = b.build()
+    for _ in range(draw(st.integers(0, 2))):
+        x, y = draw(st.sampled_from(sorted(t.links)))
+        t = t.with_link_state(x, y, draw(st.sampled_from([LinkState.DOWN, LinkState.DEGRADED])))
+    return t
+
+
+@settings(max_examples=150, deadline=None)
+@given(symmetric_nodes(), st.data())
+def test_symmetric_nodes_match_brute_force(t: Topology, data: st.DataObject) -> None:
+    test_same_groups_as_brute_force_best_first.hypothesis.inner_test(t, data)  # type: ignore[attr-defined]
