@@ -7,7 +7,7 @@ object cannot stop the control loop. They are what the kopf indexes store.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -213,6 +213,8 @@ class TopologyFacts:
     pods: tuple[PodGpus, ...] = ()
     error: str = ""
     observed_at: datetime | None = None  # when the probe published this content
+    # Per pod (namespace, name): when the probe first published its current GPU list.
+    pod_since: Mapping[tuple[str, str], datetime] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

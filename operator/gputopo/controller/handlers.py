@@ -26,7 +26,7 @@ from gputopo.controller.facts import (
 )
 from gputopo.controller.runtime import Runtime, World
 from gputopo.controller.settings import OperatorSettings
-from gputopo.controller.topologies import topology_facts
+from gputopo.controller.topologies import carry_pod_since, topology_facts
 from gputopo.controller.view import ClusterView
 
 __all__ = ["RUNTIME", "register", "runtime_of"]
@@ -203,6 +203,7 @@ def _topology(memo: Any, name: str, body: kopf.Body) -> TopologyFacts:
     if hit is not None and hit[0] == raw:
         return hit[1]  # same content: keep the facts (and the time the content last changed)
     facts = topology_facts({"metadata": {"name": name}, "status": status})
+    facts = carry_pod_since(hit[1] if hit else None, facts, datetime.now(UTC))
     cache[name] = (raw, facts)
     runtime = memo.get(RUNTIME) if hasattr(memo, "get") else None
     if isinstance(runtime, Runtime):

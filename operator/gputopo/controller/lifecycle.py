@@ -271,13 +271,8 @@ def _follow_reality(
         facts = view.topologies.get(pod.node) if pod and pod.node else None
         # Believe a report published after this pod was bound: pods reuse names across generations, and
         # an older report is about the previous pod of the same name.
-        fresh = (
-            pod is not None
-            and facts is not None
-            and facts.observed_at is not None
-            and pod.scheduled_at is not None
-            and facts.observed_at > pod.scheduled_at
-        )
+        since = view.real_since(pod.namespace, pod.name, pod.node) if pod and pod.node else None
+        fresh = pod is not None and since is not None and pod.scheduled_at is not None and since > pod.scheduled_at
         real = view.real_gpus(pod.namespace, pod.name, pod.node) if pod and fresh else None
         if real is not None and real and sorted(real) != sorted(worker.gpus):
             nics = list(worker.nics)

@@ -8,6 +8,8 @@ node simply offers nothing to new plans.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -17,7 +19,7 @@ from gputopo.controller.facts import TopologyFacts
 from gputopo.topology.convert import from_status
 from gputopo.topology.model import TopologyError
 
-__all__ = ["topology_facts"]
+__all__ = ["carry_pod_since", "topology_facts"]
 
 
 def topology_facts(body: Mapping[str, Any]) -> TopologyFacts:
@@ -38,3 +40,16 @@ def topology_facts(body: Mapping[str, Any]) -> TopologyFacts:
             if gpu.health.xid and not gpu.health.reason and gpu.index < topology.gpu_count:
                 topology = topology.with_gpu_health(gpu.index, gpu.health.state, f"XID {gpu.health.xid}")
     return TopologyFacts(name, topology, tuple(status.pods), observed_at=status.observed_at)
+
+
+def carry_pod_since(previous: TopologyFacts | None, new: TopologyFacts, now: datetime) -> TopologyFacts:
+    """Stamp each pod entry with when its GPU list first appeared: an entry unchanged since before a pod
+    of that name was bound is about an earlier pod (names repeat across a job's generations)."""
+    before = {(p.namespace, p.name): tuple(p.gpus) for p in previous.pods} if previous else {}
+    stamp = new.observed_at or now
+    since = {}
+    for entry in new.pods:
+        key = (entry.namespace, entry.name)
+        kept = previous.pod_since.get(key) if previous is not None and before.get(key) == tuple(entry.gpus) else None
+        since[key] = kept or stamp
+    return replace(new, pod_since=since)

@@ -40,6 +40,11 @@ class ClusterView:
                 return tuple(entry.gpus)
         return None
 
+    def real_since(self, namespace: str, name: str, node: str) -> datetime | None:
+        """When the probe on ``node`` first reported the pod's current GPU list."""
+        facts = self.topologies.get(node)
+        return facts.pod_since.get((namespace, name)) if facts is not None else None
+
 
 def used_gpus(view: ClusterView, planned: Iterable[PlannedGang]) -> dict[str, frozenset[int]]:
     """Per node, the GPU indices held or planned."""

@@ -141,7 +141,13 @@ class ClusterBuilder:
     def view(self) -> ClusterView:
         return ClusterView(
             topologies={
-                n: TopologyFacts(n, t, tuple(self.real.get(n, ())), observed_at=self.observed_at)
+                n: TopologyFacts(
+                    n,
+                    t,
+                    tuple(self.real.get(n, ())),
+                    observed_at=self.observed_at,
+                    pod_since={(p.namespace, p.name): self.observed_at for p in self.real.get(n, ())},
+                )
                 for n, t in self.topologies.items()
             },
             nodes=dict(self.nodes),

@@ -64,3 +64,17 @@ def test_an_odd_nodetopology_gives_facts_without_a_model(status: object) -> None
 
     facts = topology_facts({"metadata": {"name": "n1"}, "status": status})
     assert facts.name == "n1" and facts.topology is None
+
+
+def test_a_pod_entry_keeps_the_time_its_gpus_first_appeared() -> None:
+    from gputopo.api.nodetopology import PodGpus
+    from gputopo.controller.facts import TopologyFacts
+    from gputopo.controller.topologies import carry_pod_since
+
+    def report(gpus: list[int], t: float) -> TopologyFacts:
+        return TopologyFacts("n1", None, (PodGpus(namespace="a", name="p", gpus=gpus),), observed_at=at(t))
+
+    first = carry_pod_since(None, report([0, 1], 0), at(0))
+    same = carry_pod_since(first, report([0, 1], 5), at(5))
+    moved = carry_pod_since(same, report([2, 3], 9), at(9))
+    assert same.pod_since[("a", "p")] == at(0) and moved.pod_since[("a", "p")] == at(9)
