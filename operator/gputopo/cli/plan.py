@@ -19,7 +19,7 @@ __all__ = ["load_cluster", "register"]
 
 def load_cluster(path: Path) -> Snapshot:
     data: Any = yaml.safe_load(path.read_text())
-    return snapshot_from_data(data)
+    return snapshot_from_data(data, base=path.parent)
 
 
 def _request(path: Path) -> Request:
