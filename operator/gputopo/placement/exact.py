@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from functools import cache
 
 from gputopo.api.trainingjob import IntraNode
-from gputopo.placement.estimate import SubsetTable, inter_node_gbps
 from gputopo.placement.filters import filter_nodes
-from gputopo.placement.groups import k_subsets, table_for, usable_mask
+from gputopo.placement.groups import k_subsets, usable_mask
+from gputopo.placement.scores import NodeScores
 from gputopo.placement.types import Request, Snapshot
 
 __all__ = ["NodeChoices", "node_choices", "optimum"]
@@ -32,38 +32,38 @@ class NodeChoices:
     free: int
 
 
-def _splittable(table: SubsetTable, k: int, intra: IntraNode) -> dict[int, bool]:
+def _splittable(scores: NodeScores, k: int, intra: IntraNode) -> dict[int, bool]:
     @cache
     def split(mask: int) -> bool:
         if mask == 0:
             return True
         low = mask & -mask
         rest = mask & ~low
-        return any(table.allowed(low | others, intra) and split(rest & ~others) for others in k_subsets(rest, k - 1))
+        return any(scores.allowed(low | others, intra) and split(rest & ~others) for others in k_subsets(rest, k - 1))
 
-    return {mask: split(mask) for mask in range(1 << table.topology.gpu_count)}
+    return {mask: split(mask) for mask in range(1 << scores.topology.gpu_count)}
 
 
-def node_choices(snapshot: Snapshot, table: SubsetTable, free: int, k: int, intra: IntraNode) -> NodeChoices:
-    key = ("exact", id(table.topology), free, k, intra)
-    found = snapshot.cache.get(key)
+def node_choices(snapshot: Snapshot, scores: NodeScores, free: int, k: int, intra: IntraNode) -> NodeChoices:
+    memo = snapshot.cache.memo
+    key = ("exact", id(scores.topology), free, k, intra)
+    found = memo.get(key)
     if isinstance(found, NodeChoices):
         return found
-    splits_key = ("splits", id(table.topology), k, intra)
-    splits = snapshot.cache.get(splits_key)
+    splits_key = ("splits", id(scores.topology), k, intra)
+    splits = memo.get(splits_key)
     if splits is None:
-        splits = snapshot.cache[splits_key] = _splittable(table, k, intra)
+        splits = memo[splits_key] = _splittable(scores, k, intra)
     by_m: dict[int, set[tuple[float, float]]] = defaultdict(set)
     sub = free
     while sub:
         size = sub.bit_count()
         if size % k == 0 and splits[sub]:
-            gpus = [i for i in range(table.topology.gpu_count) if sub >> i & 1]
-            by_m[size // k].add((table.busbw[sub], inter_node_gbps(table.topology, gpus)[0]))
+            by_m[size // k].add((scores.intra(sub), scores.inter(sub)))
         sub = (sub - 1) & free
     top = max(by_m, default=0)
     choices = NodeChoices(tuple(tuple(sorted(by_m[m])) for m in range(1, top + 1)), free.bit_count())
-    snapshot.cache[key] = choices
+    memo[key] = choices
     return choices
 
 
@@ -114,8 +114,8 @@ def optimum(snapshot: Snapshot, request: Request) -> float | None:
     sets: dict[tuple[str, str], list[tuple[int, NodeChoices]]] = defaultdict(list)
     for i in result.passed:
         node = snapshot.nodes[i]
-        table = table_for(snapshot, node.topology)
-        choices = node_choices(snapshot, table, usable_mask(node, table), k, request.intra_node)
+        scores = snapshot.cache.scores(node.topology)
+        choices = node_choices(snapshot, scores, usable_mask(node, scores), k, request.intra_node)
         if choices.by_workers:
             key = (node.gpu_model if request.same_model else "", node.driver_version if request.same_driver else "")
             sets[key].append((i, choices))
@@ -126,7 +126,6 @@ def optimum(snapshot: Snapshot, request: Request) -> float | None:
         for _, choices in members:
             if len(choices.by_workers) >= workers:
                 value = max(a for a, _ in choices.by_workers[workers - 1])
-                value = 0.0 if value == float("inf") else value
                 best = value if best is None else max(best, value)
         if workers < 2:
             continue

@@ -1,6 +1,9 @@
 """Scoring and assembling a gang's placement; shared by the engine, the exact solver and the peers.
 
-Every policy's choice is scored by ``score_gang``, so their bus bandwidths are comparable.
+Every policy's choice is scored by ``score_gang``, so their bus bandwidths are comparable. The figure is
+``gputopo.topology.estimate_gang``'s: the minimum over the gang's nodes of each node's estimate and, on
+several nodes, its inter-node bandwidth over the spanned tier's oversubscription. It is combined here
+from the same per-node estimates (memoised per node class) so that the bottleneck names the node.
 """
 
 from __future__ import annotations
@@ -8,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gputopo.placement.estimate import inter_node_gbps, nearest_nics
-from gputopo.placement.groups import table_for
+from gputopo.placement.scores import gpus_of
 from gputopo.placement.types import Placement, Snapshot, WorkerAssignment
+from gputopo.topology.views import nearest_nics
 
 __all__ = ["GangScore", "NodeShare", "assemble", "score_gang", "spanning_tier"]
 
@@ -38,10 +41,6 @@ class GangScore:
     tier_domain: str | None
 
 
-def _gpus(mask: int) -> list[int]:
-    return [i for i in range(mask.bit_length()) if mask >> i & 1]
-
-
 def spanning_tier(snapshot: Snapshot, nodes: Sequence[int]) -> tuple[int, str | None]:
     """The lowest tier with one switch above all the nodes (``len(tiers)`` when none is)."""
     domains = snapshot.domains
@@ -53,25 +52,29 @@ def spanning_tier(snapshot: Snapshot, nodes: Sequence[int]) -> tuple[int, str | 
 
 
 def score_gang(snapshot: Snapshot, shares: Sequence[NodeShare]) -> GangScore:
-    """Estimated all-reduce bus bandwidth: the slowest node ring, or NIC bandwidth over oversubscription."""
+    """Estimated all-reduce bus bandwidth: the slowest node, or its NIC bandwidth over oversubscription."""
+    if not shares:
+        raise ValueError("a gang needs at least one node share")
     tier, domain = spanning_tier(snapshot, [s.node for s in shares])
     factor = snapshot.tiers.oversubscription(tier)
-    best, why = float("inf"), "single GPU: no all-reduce traffic"
+    intra: tuple[float, str] | None = None
+    inter: tuple[float, str] | None = None
     for share in shares:
         node = snapshot.nodes[share.node]
-        table = table_for(snapshot, node.topology)
+        scores = snapshot.cache.scores(node.topology)
         union = share.union
-        intra = table.busbw[union]
-        if intra < best:
-            best, why = intra, f"{node.name} intra-node ring {table.describe(union)}"
+        own = scores.intra_estimate(union)
+        if intra is None or own.busbw_gbps < intra[0]:
+            intra = (own.busbw_gbps, f"{node.name} intra-node: {own.bottleneck}")
         if len(shares) > 1:
-            net, net_why = inter_node_gbps(node.topology, _gpus(union))
-            net /= factor
-            if net < best:
-                over = f", tier-{tier} oversubscription {factor:g}" if factor != 1 else ""
-                best, why = net, f"{node.name} network: {net_why}{over}"
-    if best == float("inf"):
-        best = 0.0
+            net = scores.inter_estimate(union)
+            if inter is None or net.busbw_gbps < inter[0]:
+                inter = (net.busbw_gbps, f"{node.name} network: {net.bottleneck}")
+    assert intra is not None
+    best, why = intra
+    if inter is not None and inter[0] / factor < best:
+        over = f", tier-{tier} oversubscription {factor:g}" if factor != 1 else ""
+        best, why = inter[0] / factor, inter[1] + over
     public_tier = tier if tier < len(snapshot.tiers) else None
     return GangScore(best, why, public_tier, domain)
 
@@ -88,7 +91,7 @@ def assemble(snapshot: Snapshot, shares: Sequence[NodeShare]) -> Placement:
     for share in _rank_order(snapshot, shares):
         node = snapshot.nodes[share.node]
         for group in share.groups:
-            gpus = tuple(_gpus(group))
+            gpus = gpus_of(group)
             nics = tuple(n.name for n in nearest_nics(node.topology, gpus))
             workers.append(WorkerAssignment(len(workers), node.name, gpus, nics))
     return Placement(tuple(workers), score.busbw_gbps, score.bottleneck, score.tier, score.tier_domain)

@@ -6,8 +6,8 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gputopo.placement.node_types import load_node_type
 from gputopo.placement.types import DEFAULT_TIERS, NodeInfo, Snapshot, TierConfig
+from gputopo.topology.catalog import load_node_type
 
 __all__ = ["DEFAULT_MIX", "TraceJob", "generate_cluster", "generate_trace", "job_shape"]
 

@@ -14,6 +14,7 @@ from typing import Any
 from gputopo.api.trainingjob import IntraNode, TrainingJobSpec
 from gputopo.api.trainingjob import Placement as ApiPlacement
 from gputopo.api.trainingjob import WorkerPlacement as ApiWorkerPlacement
+from gputopo.placement.cache import PlacementCache
 from gputopo.placement.constraints import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -107,7 +108,7 @@ class Snapshot:
         self.tiers = tiers
         self._domains: tuple[tuple[str, ...], ...] | None = None
         # Derived data keyed on (topology identity, free set, …); valid across reserve/release.
-        self._cache: dict[Any, Any] = {}
+        self._cache = PlacementCache()
 
     @classmethod
     def _derive(cls, parent: Snapshot, nodes: tuple[NodeInfo, ...]) -> Snapshot:
@@ -148,8 +149,8 @@ class Snapshot:
         return self._domains
 
     @property
-    def cache(self) -> dict[Any, Any]:
-        """Memo of derived, snapshot-independent data (group searches per node class)."""
+    def cache(self) -> PlacementCache:
+        """Memo of derived, snapshot-independent data (subset scores, group searches per node class)."""
         return self._cache
 
     @property

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from gputopo.api.nodetopology import GpuHealthState, LinkState
 from gputopo.placement import NodeInfo, Snapshot, Taint
-from gputopo.placement.node_types import load_node_type
+from gputopo.topology.catalog import load_node_type
 
 TIER0 = "fabric.topograph.run/tier-0"
 TIER1 = "fabric.topograph.run/tier-1"

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from itertools import combinations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gputopo.api.trainingjob import IntraNode
 from gputopo.placement import NodeInfo, Placement, Request, Snapshot, place
 from gputopo.placement.exact import optimum
-from gputopo.placement.gang import NodeShare, score_gang
-from gputopo.placement.groups import table_for
-from gputopo.placement.node_types import NODE_TYPES, load_node_type
+from gputopo.placement.gang import NodeShare, score_gang, spanning_tier
 from gputopo.placement.policies import POLICIES
+from gputopo.topology.catalog import NODE_TYPES, load_node_type
+from gputopo.topology.estimate import estimate_gang
 
 TYPES = sorted(NODE_TYPES)
 
@@ -46,9 +47,8 @@ def assert_valid(snap: Snapshot, request: Request, result: Placement) -> None:
     for worker in result.workers:
         node = snap.node(worker.node)
         assert len(worker.gpus) == request.gpus_per_worker
-        table = table_for(snap, node.topology)
         mask = sum(1 << g for g in worker.gpus)
-        assert table.allowed(mask, request.intra_node)
+        assert snap.cache.scores(node.topology).allowed(mask, request.intra_node)
         for gpu in worker.gpus:
             assert gpu in node.free_gpus and node.topology.gpus[gpu].healthy
             assert (worker.node, gpu) not in seen
@@ -85,10 +85,10 @@ def brute_force(snap: Snapshot, request: Request) -> float | None:
     """Every assignment of workers to (node, group): only for tiny clusters."""
     slots = []
     for i, node in enumerate(snap.nodes):
-        table = table_for(snap, node.topology)
+        scores = snap.cache.scores(node.topology)
         for gpus in combinations(sorted(node.free_gpus), request.gpus_per_worker):
             mask = sum(1 << g for g in gpus)
-            if all(node.topology.gpus[g].healthy for g in gpus) and table.allowed(mask, request.intra_node):
+            if all(node.topology.gpus[g].healthy for g in gpus) and scores.allowed(mask, request.intra_node):
                 slots.append((i, mask))
     best = None
     for choice in combinations(slots, request.workers):
@@ -114,3 +114,20 @@ def test_exact_matches_brute_force(snap: Snapshot, workers: int, k: int) -> None
         assert got is None
     else:
         assert got is not None and abs(got - expected) < 1e-6
+
+
+@settings(max_examples=60, deadline=None)
+@given(clusters(), requests)
+def test_placed_figure_is_the_topology_estimate(snap: Snapshot, request: Request) -> None:
+    # One bus-bandwidth model: what the engine reports is gputopo.topology.estimate_gang of its choice.
+    result = place(snap, request)
+    if not isinstance(result, Placement):
+        return
+    by_node: dict[str, list[int]] = {}
+    for worker in result.workers:
+        by_node.setdefault(worker.node, []).extend(worker.gpus)
+    nodes = list(by_node)
+    tier, _ = spanning_tier(snap, [snap.index_of(n) for n in nodes])
+    members = [(snap.node(n).topology, sorted(gpus)) for n, gpus in by_node.items()]
+    expected = estimate_gang(members, oversubscription=snap.tiers.oversubscription(tier))
+    assert result.busbw_gbps == pytest.approx(expected.busbw_gbps, rel=1e-12)

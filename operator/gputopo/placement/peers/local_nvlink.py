@@ -54,7 +54,7 @@ def _partitions(gpus: tuple[int, ...], k: int) -> Iterator[list[tuple[int, ...]]
 
 def best_effort(snapshot: Snapshot, node: NodeInfo, free: int, k: int) -> int | None:
     key = ("besteffort", id(node.topology), free, k)
-    cached = snapshot.cache.get(key)
+    cached = snapshot.cache.memo.get(key)
     if cached is not None:
         return int(cached) if cached >= 0 else None
     topology = node.topology
@@ -73,7 +73,7 @@ def best_effort(snapshot: Snapshot, node: NodeInfo, free: int, k: int) -> int | 
                 if best is None or total > best[0]:
                     best = (total, sum(1 << g for g in top))
             choice = best[1] if best else -1
-    snapshot.cache[key] = choice
+    snapshot.cache.memo[key] = choice
     return choice if choice >= 0 else None
 
 

@@ -1,0 +1,74 @@
+"""What the placement engine asks of one node's GPU subsets, memoised per topology.
+
+Every figure comes from ``gputopo.topology``'s estimator, so the engine optimises the number the operator
+reports: ``intra`` is ``estimate_node`` of the subset, ``inter`` its ``inter_node_bandwidth`` (what a
+multi-node gang's figure takes, divided by the tier's oversubscription). ``allowed`` is the group rule of
+``well_connected_groups`` (every pair Up and meeting ``intraNode``). Subsets are bit masks of GPU indices.
+"""
+
+from __future__ import annotations
+
+from gputopo.api.trainingjob import IntraNode
+from gputopo.topology.estimate import BusBandwidth, estimate_node, inter_node_bandwidth
+from gputopo.topology.groups import pair_allowed
+from gputopo.topology.model import Topology
+
+__all__ = ["NodeScores", "gpus_of"]
+
+
+def gpus_of(mask: int) -> tuple[int, ...]:
+    """The GPU indices of a bit mask, ascending."""
+    return tuple(i for i in range(mask.bit_length()) if mask >> i & 1)
+
+
+class NodeScores:
+    """Per-subset estimates of one topology (shared by every node with this topology object)."""
+
+    __slots__ = ("_adjacent", "_inter", "_intra", "healthy_mask", "topology")
+
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        self.healthy_mask = sum(1 << g.index for g in topology.gpus if g.healthy)
+        self._intra: dict[int, BusBandwidth] = {}
+        self._inter: dict[int, BusBandwidth] = {}
+        self._adjacent: dict[IntraNode, tuple[int, ...]] = {}
+
+    def intra_estimate(self, mask: int) -> BusBandwidth:
+        found = self._intra.get(mask)
+        if found is None:
+            found = self._intra[mask] = estimate_node(self.topology, gpus_of(mask))
+        return found
+
+    def inter_estimate(self, mask: int) -> BusBandwidth:
+        found = self._inter.get(mask)
+        if found is None:
+            found = self._inter[mask] = inter_node_bandwidth(self.topology, gpus_of(mask))
+        return found
+
+    def intra(self, mask: int) -> float:
+        """The subset's own all-reduce bus bandwidth (GB/s)."""
+        return self.intra_estimate(mask).busbw_gbps
+
+    def inter(self, mask: int) -> float:
+        """GB/s the subset pushes off the node through its nearest NICs."""
+        return self.inter_estimate(mask).busbw_gbps
+
+    def allowed(self, mask: int, intra_node: IntraNode) -> bool:
+        """Whether the subset may be one worker's group: every pair Up and meeting ``intra_node``."""
+        adjacent = self._adjacent.get(intra_node)
+        if adjacent is None:
+            adjacent = self._adjacent[intra_node] = self._adjacency(intra_node)
+        rest = mask
+        while rest:
+            low = rest & -rest
+            if mask & ~adjacent[low.bit_length() - 1]:
+                return False
+            rest ^= low
+        return True
+
+    def _adjacency(self, intra_node: IntraNode) -> tuple[int, ...]:
+        n = self.topology.gpu_count
+        return tuple(
+            (1 << a) | sum(1 << b for b in range(n) if b != a and pair_allowed(self.topology, a, b, intra_node))
+            for a in range(n)
+        )
