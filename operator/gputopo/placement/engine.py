@@ -78,15 +78,41 @@ def _reachable(option_lists: Sequence[list[int]], workers: int) -> list[int]:
     return suffix
 
 
-def _threshold(members: Sequence[tuple[Candidate, tuple[float, ...]]], workers: int) -> float | None:
-    """The highest θ at which the members hold exactly ``workers`` workers, each node reaching θ."""
-    thetas = sorted({v for _, values in members for v in values})
+# Nodes of one switch domain with the same offer (node class): the offer's values and its nodes.
+_Class = tuple[tuple[float, ...], list[Candidate]]
+
+
+def _holds(classes: Sequence[_Class], theta: float, workers: int) -> bool:
+    """Whether the classes' nodes, each reaching θ, can take exactly ``workers`` workers."""
+    if sum(_slots(values, theta) * len(nodes) for values, nodes in classes) < workers:
+        return False
+    limit = (1 << (workers + 1)) - 1
+    bits = 1
+    for values, nodes in classes:
+        options = _options(values, theta)
+        if not options:
+            continue
+        # Identical nodes: add one at a time until the reachable counts stop growing.
+        for _ in range(min(len(nodes), workers)):
+            step = bits
+            for m in options:
+                step |= bits << m
+            step &= limit
+            if step == bits:
+                break
+            bits = step
+        if bits >> workers & 1:
+            return True
+    return bool(bits >> workers & 1)
+
+
+def _threshold(classes: Sequence[_Class], workers: int) -> float | None:
+    """The highest θ at which the classes' nodes hold exactly ``workers`` workers, each node reaching θ."""
+    thetas = sorted({v for values, _ in classes for v in values})
     lo, hi, found = 0, len(thetas) - 1, None
     while lo <= hi:
         mid = (lo + hi) // 2
-        if sum(_slots(values, thetas[mid]) for _, values in members) >= workers and (
-            _reachable([_options(v, thetas[mid]) for _, v in members], workers)[0] >> workers & 1
-        ):
+        if _holds(classes, thetas[mid], workers):
             found, lo = thetas[mid], mid + 1
         else:
             hi = mid - 1
@@ -155,25 +181,32 @@ def _solve(snapshot: Snapshot, request: Request, cands: Sequence[Candidate]) -> 
     top = len(snapshot.tiers) if request.required_tier is None else min(request.required_tier, len(snapshot.tiers) - 1)
     preferred = request.preferred_tier
     if workers >= 2:
+        all_domains = snapshot.domains
+        by_offer: dict[int, list[Candidate]] = defaultdict(list)
+        for cand in cands:
+            by_offer[id(cand.offer)].append(cand)
         for tier in range(top + 1):
             factor = snapshot.tiers.oversubscription(tier)
-            domains: dict[str, list[tuple[Candidate, tuple[float, ...]]]] = defaultdict(list)
-            values: dict[int, tuple[float, ...]] = {}
-            all_domains = snapshot.domains
-            for cand in cands:
-                name = all_domains[cand.node][tier] if tier < len(snapshot.tiers) else _CLUSTER
-                v = values.get(id(cand.offer))
-                if v is None:
-                    v = values[id(cand.offer)] = _values(cand.offer, factor)
-                domains[name].append((cand, v))
-            for members in domains.values():
-                if len(members) < 2 or sum(c.offer.capacity for c, _ in members) < workers:
+            domains: dict[str, dict[int, _Class]] = defaultdict(dict)
+            for offer_id, same in by_offer.items():
+                values = _values(same[0].offer, factor)
+                for cand in same:
+                    name = all_domains[cand.node][tier] if tier < len(snapshot.tiers) else _CLUSTER
+                    entry = domains[name].get(offer_id)
+                    if entry is None:
+                        entry = domains[name][offer_id] = (values, [])
+                    entry[1].append(cand)
+            for per_class in domains.values():
+                classes = list(per_class.values())
+                nodes = sum(len(c[1]) for c in classes)
+                if nodes < 2 or sum(c[1][0].offer.capacity * len(c[1]) for c in classes) < workers:
                     continue
-                theta = _threshold(members, workers)
+                theta = _threshold(classes, workers)
                 if theta is None:
                     continue
-                free = sum(c.offer.free for c, _ in members)
+                free = sum(c[1][0].offer.free * len(c[1]) for c in classes)
                 ok = 1.0 if preferred is None or tier <= preferred else 0.0
+                members = [(cand, values) for values, same in classes for cand in same]
                 options.append(((ok, round(theta, 6), -float(tier), -float(free)), tier, theta, members))
     options.sort(key=lambda o: o[0], reverse=True)
     if single is not None:

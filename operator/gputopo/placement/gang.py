@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from gputopo.placement.scores import gpus_of
 from gputopo.placement.types import Placement, Snapshot, WorkerAssignment
-from gputopo.topology.views import nearest_nics
 
 __all__ = ["GangScore", "NodeShare", "assemble", "score_gang", "spanning_tier"]
 
@@ -90,8 +89,7 @@ def assemble(snapshot: Snapshot, shares: Sequence[NodeShare]) -> Placement:
     workers: list[WorkerAssignment] = []
     for share in _rank_order(snapshot, shares):
         node = snapshot.nodes[share.node]
+        scores = snapshot.cache.scores(node.topology)
         for group in share.groups:
-            gpus = gpus_of(group)
-            nics = tuple(n.name for n in nearest_nics(node.topology, gpus))
-            workers.append(WorkerAssignment(len(workers), node.name, gpus, nics))
+            workers.append(WorkerAssignment(len(workers), node.name, gpus_of(group), scores.nics(group)))
     return Placement(tuple(workers), score.busbw_gbps, score.bottleneck, score.tier, score.tier_domain)

@@ -12,6 +12,7 @@ from gputopo.api.trainingjob import IntraNode
 from gputopo.topology.estimate import BusBandwidth, estimate_node, inter_node_bandwidth
 from gputopo.topology.groups import pair_allowed
 from gputopo.topology.model import Topology
+from gputopo.topology.views import nearest_nics
 
 __all__ = ["NodeScores", "gpus_of"]
 
@@ -24,7 +25,7 @@ def gpus_of(mask: int) -> tuple[int, ...]:
 class NodeScores:
     """Per-subset estimates of one topology (shared by every node with this topology object)."""
 
-    __slots__ = ("_adjacent", "_inter", "_intra", "healthy_mask", "topology")
+    __slots__ = ("_adjacent", "_inter", "_intra", "_nics", "healthy_mask", "topology")
 
     def __init__(self, topology: Topology) -> None:
         self.topology = topology
@@ -32,6 +33,7 @@ class NodeScores:
         self._intra: dict[int, BusBandwidth] = {}
         self._inter: dict[int, BusBandwidth] = {}
         self._adjacent: dict[IntraNode, tuple[int, ...]] = {}
+        self._nics: dict[int, tuple[str, ...]] = {}
 
     def intra_estimate(self, mask: int) -> BusBandwidth:
         found = self._intra.get(mask)
@@ -52,6 +54,13 @@ class NodeScores:
     def inter(self, mask: int) -> float:
         """GB/s the subset pushes off the node through its nearest NICs."""
         return self.inter_estimate(mask).busbw_gbps
+
+    def nics(self, mask: int) -> tuple[str, ...]:
+        """The names of the NICs a worker on these GPUs is given (``nearest_nics``)."""
+        found = self._nics.get(mask)
+        if found is None:
+            found = self._nics[mask] = tuple(n.name for n in nearest_nics(self.topology, gpus_of(mask)))
+        return found
 
     def allowed(self, mask: int, intra_node: IntraNode) -> bool:
         """Whether the subset may be one worker's group: every pair Up and meeting ``intra_node``."""
