@@ -21,7 +21,7 @@ from gputopo.api import crdgen
 from gputopo.sandbox import processes
 from gputopo.sandbox.binaries import KUBE_VERSION, Binaries, cache_root, find_binaries
 from gputopo.sandbox.errors import SandboxError
-from gputopo.sandbox.nodes import node_manifest
+from gputopo.sandbox.nodes import KWOK_ANNOTATION, node_manifest
 from gputopo.sandbox.profiles import NodePlan, plan_nodes
 
 __all__ = ["DEFAULT_NAME", "Sandbox", "SandboxStatus"]
@@ -184,6 +184,15 @@ class Sandbox:
                     # Let NotReady nodes be noticed within seconds, not minutes.
                     "name": "kube-controller-manager",
                     "extraArgs": [{"key": "node-monitor-grace-period", "value": "20s"}],
+                },
+                {
+                    # kwok manages only nodes carrying its annotation, so a node fault can take the
+                    # simulated kubelet away from one node (see sandbox.faults).
+                    "name": "kwok-controller",
+                    "extraArgs": [
+                        {"key": "manage-all-nodes", "value": "false", "override": True},
+                        {"key": "manage-nodes-with-annotation-selector", "value": f"{KWOK_ANNOTATION}=fake"},
+                    ],
                 },
             ],
         }
