@@ -53,7 +53,8 @@ def test_every_node_has_a_topology_and_labels(sandbox: Any) -> None:
         assert int(labels[LABEL_GPU_COUNT]) == len(nt["status"]["gpus"])
         owners = nt["metadata"].get("ownerReferences", [])
         assert [(o["kind"], o["name"], o["uid"]) for o in owners] == [("Node", node, k8s_node["metadata"]["uid"])]
-        managers = {m["manager"] for m in nt["metadata"].get("managedFields", [])}
+        shown = sandbox.get_json("nodetopology", node, "--show-managed-fields")  # kubectl hides them by default
+        managers = {m["manager"] for m in shown["metadata"].get("managedFields", [])}
         assert "gputopo-probe" in managers
         assert nt["status"]["probe"]["backend"] == "fake"
 
