@@ -43,7 +43,8 @@ def filter_nodes(nodes: Iterable[NodeInfo], request: Request) -> FilterResult:
     # Most nodes are untainted and most gangs select nothing: check those cheaply.
     plain = not (request.node_selector or request.affinity_terms or request.gpu_model)
     for i, node in enumerate(nodes):
-        if len(node.used_gpus) >= node.topology.gpu_count:
+        # used_gpus may name GPUs the topology lacks (a stale report): only the free set decides.
+        if len(node.used_gpus) >= node.topology.gpu_count and not node.free_gpus:
             result.rejected["no free GPU"] += 1
             continue
         if plain and node.ready and node.schedulable and not node.taints:

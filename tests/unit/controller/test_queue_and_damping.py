@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from builders import T0, at
+from controller_builders import T0, at
 
 from gputopo.api.nodetopology import LinkState
 from gputopo.controller.quarantine import Quarantine

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from builders import T0, at, cluster, foreign_pod, job, pod
+from controller_builders import T0, at, cluster, foreign_pod, job, pod
 
 from gputopo.api.group import ANNOTATION_GPUS, GANG_GATE
 from gputopo.api.nodetopology import LinkState, NicState

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from builders import node, snapshot
+from placement_builders import node, snapshot
 
 from gputopo.api.trainingjob import IntraNode
 from gputopo.placement import Placement, Request, Snapshot, Unplaceable, place

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from builders import node, snapshot
+from placement_builders import node, snapshot
 
 from gputopo.api.trainingjob import IntraNode, TrainingJobSpec
 from gputopo.placement import NodeSelectorOperator, Request, TaintEffect, WorkerAssignment
