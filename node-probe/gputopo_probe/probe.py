@@ -72,9 +72,11 @@ class Probe:
         self._last: Poll | None = None
         self.pods = pods
         self.clock = clock
+        # The inventory is what the node has when whole; faults present at start are applied after it, so
+        # the first polls report them as Down rather than as links the node never had.
+        self.inventory: Inventory = discover(nvml, sysfs)
         if before_poll:
             before_poll()
-        self.inventory: Inventory = discover(nvml, sysfs)
         self.monitor = HealthMonitor(
             nvml, sysfs, self.inventory, down_after=down_after, up_after=up_after, xid_thread=xid_thread
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -298,3 +299,5 @@ class Sandbox:
                 _log(f"deleted cluster {self.name!r}")
         self.state_file.unlink(missing_ok=True)
         self.kubeconfig.unlink(missing_ok=True)
+        # A new sandbox starts with healthy hardware.
+        shutil.rmtree(self.fault_dir, ignore_errors=True)

@@ -65,3 +65,34 @@ def test_a_corrupt_file_is_an_error_not_a_crash(tmp_path: Path) -> None:
     (tmp_path / "n1.json").write_text("{not json")
     with pytest.raises(FaultStoreError):
         FaultStore(tmp_path).read("n1")
+
+
+@pytest.mark.parametrize(
+    ("node_type", "a", "b"),
+    [("dgx-a100", 0, 1), ("dgx1-v100", 0, 3)],
+    ids=["nvswitch-pair", "direct-nvlink"],
+)
+def test_fault_present_at_start_is_reported_down(tmp_path: Path, node_type: str, a: int, b: int) -> None:
+    """A probe (re)started while a link is already down reports it Down, not as a link the node lacks."""
+    from gputopo.api.nodetopology import LinkState
+    from gputopo.topology.catalog import load_node_type
+    from gputopo_probe.farm import FarmNode, build_member
+
+    store = FaultStore(tmp_path)
+    store.link("n0", a, b, "down")
+    member = build_member(
+        FarmNode("n0", node_type),
+        load_node_type(node_type),
+        kube=None,
+        faults=store,
+        allocator=None,
+        down_after=2,
+        up_after=2,
+        heartbeat_s=60,
+    )
+    try:
+        for _ in range(3):
+            poll = member.probe.poll()
+        assert poll.topology.link(a, b).state is LinkState.DOWN
+    finally:
+        member.probe.close()
