@@ -2,7 +2,8 @@
 
 ``OperatorProcess`` starts ``python -m gputopo.controller.main`` with its settings in the environment,
 and can stop it gracefully or kill it (to test a crash mid-placement). ``Jobs`` applies TrainingJobs and
-polls them with deadlines, through ``kubectl`` so nothing here shares the operator's client.
+polls them with deadlines, through ``kubectl`` so nothing here shares the operator's client. ``wait_for``
+is the one poll-until-deadline loop of the tests (the sandbox's test handle uses it too).
 """
 
 from __future__ import annotations
@@ -17,11 +18,27 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Jobs", "OperatorProcess", "training_job"]
+__all__ = ["Jobs", "OperatorProcess", "WaitTimeoutError", "training_job", "wait_for"]
 
 Kubectl = Callable[..., str]
 
 TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "pytorch"}]}}
+
+
+class WaitTimeoutError(AssertionError):
+    """A condition a test waited for did not come true before its deadline."""
+
+
+def wait_for(what: str, predicate: Callable[[], Any], timeout: float = 60.0, every: float = 0.25) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail with ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(every)
+    raise WaitTimeoutError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
 def training_job(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
@@ -139,14 +156,7 @@ class Jobs:
         )
 
     def wait(self, what: str, predicate: Callable[[], Any], timeout: float = 60.0, every: float = 0.2) -> Any:
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while time.monotonic() < deadline:
-            last = predicate()
-            if last:
-                return last
-            time.sleep(every)
-        raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+        return wait_for(what, predicate, timeout, every)
 
     def wait_phase(self, name: str, *phases: str, timeout: float = 60.0) -> dict[str, Any]:
         result: dict[str, Any] = self.wait(

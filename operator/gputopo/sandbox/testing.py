@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gputopo.controller.testing import WaitTimeoutError, wait_for
 from gputopo.sandbox.cluster import Sandbox
 
-__all__ = ["SandboxHandle", "WaitTimeoutError"]
-
-
-class WaitTimeoutError(AssertionError):
-    """A condition a test waited for did not come true before its deadline."""
+__all__ = ["SandboxHandle", "WaitTimeoutError", "wait_for"]
 
 
 @dataclass
@@ -34,11 +30,4 @@ class SandboxHandle:
 
     def wait_for(self, what: str, predicate: Callable[[], Any], timeout: float = 60.0, every: float = 0.25) -> Any:
         """Poll ``predicate`` until it returns something truthy; fail with ``what`` at the deadline."""
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while time.monotonic() < deadline:
-            last = predicate()
-            if last:
-                return last
-            time.sleep(every)
-        raise WaitTimeoutError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+        return wait_for(what, predicate, timeout, every)

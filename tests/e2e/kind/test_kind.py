@@ -9,8 +9,7 @@ import json
 import os
 import shutil
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 import yaml
 
 from gputopo.sandbox.binaries import KUBE_VERSION, cache_root
+from gputopo.sandbox.testing import wait_for
 
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
 
@@ -29,6 +29,7 @@ RELEASE = "gputopo"
 TAG = "e2e"
 GPUS_PER_NODE = 8
 FAULT_DIR = "/tmp/gputopo-faults"  # the probe's writable scratch dir (an emptyDir in the chart)
+EVERY = 2.0  # seconds between polls of the kind cluster
 
 
 def tool(name: str) -> str | None:
@@ -51,17 +52,6 @@ def run(*argv: str, input: str | None = None, timeout: float = 900) -> str:
     if proc.returncode != 0:
         raise AssertionError(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc.stdout
-
-
-def wait_for(what: str, predicate: Callable[[], Any], timeout: float, every: float = 2.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
 class Kind:
@@ -137,7 +127,7 @@ def installed(cluster: Kind, workers: list[str]) -> Kind:
         items = cluster.get("nodetopologies")["items"]
         return {i["metadata"]["name"] for i in items if i.get("status", {}).get("gpus")} >= set(workers)
 
-    wait_for("a NodeTopology from the probe on each worker", published, timeout=180)
+    wait_for("a NodeTopology from the probe on each worker", published, timeout=180, every=EVERY)
     return cluster
 
 
@@ -171,7 +161,7 @@ def test_trainingjob_runs_and_survives_a_link_failure(installed: Kind, workers: 
         status = installed.get("trainingjob", "e2e", "-n", "default").get("status", {})
         return status if status.get("phase") == "Running" else None
 
-    status = wait_for("the TrainingJob to run", running, timeout=300)
+    status = wait_for("the TrainingJob to run", running, timeout=300, every=EVERY)
     first = status["placement"]
     assert sorted(w["node"] for w in first["workers"]) == workers
     pods = installed.get("pods", "-n", "default", "-l", "gputopo.io/job=e2e")["items"]
@@ -193,7 +183,7 @@ def test_trainingjob_runs_and_survives_a_link_failure(installed: Kind, workers: 
         links = installed.get("nodetopology", rank0["node"]).get("status", {}).get("links", [])
         return any({link["a"], link["b"]} == {a, b} and link["state"] == "Down" for link in links)
 
-    wait_for(f"the probe to report link {a}-{b} on {rank0['node']} Down", link_down, timeout=120)
+    wait_for(f"the probe to report link {a}-{b} on {rank0['node']} Down", link_down, timeout=120, every=EVERY)
 
     def replaced() -> Any:
         status = installed.get("trainingjob", "e2e", "-n", "default").get("status", {})
@@ -202,7 +192,7 @@ def test_trainingjob_runs_and_survives_a_link_failure(installed: Kind, workers: 
             return status
         return None
 
-    after = wait_for("the gang to be re-placed and running again", replaced, timeout=300)
+    after = wait_for("the gang to be re-placed and running again", replaced, timeout=300, every=EVERY)
     assert after["restarts"] >= 1
     for worker in after["placement"]["workers"]:
         if worker["node"] == rank0["node"]:
