@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gputopo.controller.testing import Jobs, OperatorProcess, training_job
+from gputopo.controller.testing import Jobs, OperatorProcess, namespace_jobs, namespaced_operator, training_job
 from gputopo.sandbox.faults import link_fault, nic_fault, node_fault
 from gputopo.sandbox.testing import SandboxHandle
 
@@ -19,35 +19,21 @@ FAST = {"backoffSeconds": 0, "gracePeriodSeconds": 0, "cooldownSeconds": 0}
 
 @pytest.fixture(scope="module")
 def operator(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    sandbox.kubectl("create", "namespace", NS, check=False)
-    proc = OperatorProcess(
+    log_file = tmp_path_factory.mktemp("failover") / "operator.log"
+    with namespaced_operator(
+        sandbox.kubectl,
         sandbox.kubeconfig,
-        tmp_path_factory.mktemp("failover") / "operator.log",
-        {
-            "GPUTOPO_NAMESPACES": NS,
-            "GPUTOPO_OPERATOR_NAMESPACE": NS,
-            "GPUTOPO_IDENTITY": "failover-test",
-            "GPUTOPO_METRICS_PORT": "0",
-            "GPUTOPO_LIVENESS_PORT": "0",
-            "GPUTOPO_LOG_FORMAT": "plain",
-            "GPUTOPO_NODE_NOT_READY_GRACE_SECONDS": "3",
-            "GPUTOPO_QUARANTINE_SECONDS": "30",
-        },
-    )
-    proc.start()
-    yield proc
-    # Delete while the operator runs: it releases its ConfigMap's daemon (and finalizer) as it goes.
-    sandbox.kubectl("delete", "namespace", NS, "--wait=false", check=False)
-    proc.stop()
+        log_file,
+        NS,
+        {"GPUTOPO_NODE_NOT_READY_GRACE_SECONDS": "3", "GPUTOPO_QUARANTINE_SECONDS": "30"},
+    ) as proc:
+        yield proc
 
 
 @pytest.fixture
 def jobs(sandbox: SandboxHandle, operator: OperatorProcess) -> Iterator[Jobs]:
-    handle = Jobs(sandbox.kubectl, NS)
-    yield handle
-    handle.delete_all()
-    handle.wait("namespace emptied of pods", lambda: not handle.all_pods(), timeout=60)
-    assert operator.running, operator.log_tail()
+    with namespace_jobs(sandbox.kubectl, NS, operator) as handle:
+        yield handle
 
 
 def _nvswitch_or_nvlink_node(sandbox: SandboxHandle) -> str:

@@ -4,6 +4,7 @@
 and can stop it gracefully or kill it (to test a crash mid-placement). ``Jobs`` applies TrainingJobs and
 polls them with deadlines, through ``kubectl`` so nothing here shares the operator's client. ``wait_for``
 is the one poll-until-deadline loop of the tests (the sandbox's test handle uses it too).
+``namespaced_operator`` and ``namespace_jobs`` are the bodies of the integration tests' fixtures.
 """
 
 from __future__ import annotations
@@ -14,11 +15,20 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Jobs", "OperatorProcess", "WaitTimeoutError", "training_job", "wait_for"]
+__all__ = [
+    "Jobs",
+    "OperatorProcess",
+    "WaitTimeoutError",
+    "namespace_jobs",
+    "namespaced_operator",
+    "training_job",
+    "wait_for",
+]
 
 Kubectl = Callable[..., str]
 
@@ -174,3 +184,41 @@ class Jobs:
 
         result: list[dict[str, Any]] = self.wait(f"{count} running pods of {name}", ready, timeout)
         return result
+
+
+@contextmanager
+def namespaced_operator(
+    kubectl: Kubectl, kubeconfig: Path, log_file: Path, namespace: str, settings: Mapping[str, str]
+) -> Iterator[OperatorProcess]:
+    """An operator that watches only ``namespace`` (created here), named after it, with no metrics or
+    liveness port and plain logs, plus ``settings``. On exit the namespace is deleted, then the operator stops.
+    """
+    kubectl("create", "namespace", namespace, check=False)
+    proc = OperatorProcess(
+        kubeconfig,
+        log_file,
+        {
+            "GPUTOPO_NAMESPACES": namespace,
+            "GPUTOPO_OPERATOR_NAMESPACE": namespace,
+            "GPUTOPO_IDENTITY": namespace,
+            "GPUTOPO_METRICS_PORT": "0",
+            "GPUTOPO_LIVENESS_PORT": "0",
+            "GPUTOPO_LOG_FORMAT": "plain",
+            **settings,
+        },
+    )
+    proc.start()
+    yield proc
+    # Delete while the operator runs: it releases its ConfigMap's daemon (and finalizer) as it goes.
+    kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    proc.stop()
+
+
+@contextmanager
+def namespace_jobs(kubectl: Kubectl, namespace: str, operator: OperatorProcess) -> Iterator[Jobs]:
+    """The TrainingJobs of ``namespace``; on exit all of them and their pods are gone and the operator still runs."""
+    handle = Jobs(kubectl, namespace)
+    yield handle
+    handle.delete_all()
+    handle.wait("namespace emptied of pods", lambda: not handle.all_pods(), timeout=60)
+    assert operator.running, operator.log_tail()
