@@ -7,7 +7,6 @@ translated into ``gputopo.controller.errors``; create-if-absent and delete-if-pr
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -76,6 +75,16 @@ class KubeClient:
             except (ApiException, HTTPError, OSError) as exc:
                 raise _translate(exc, what) from exc
 
+    async def _call_unless(
+        self, tolerated: type[ApiError], what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> bool:
+        """``_call``, where ``tolerated`` (already exists, not found) is an outcome: False when it was raised."""
+        try:
+            await self._call(what, fn, *args, **kwargs)
+        except tolerated:
+            return False
+        return True
+
     # -- TrainingJobs ---------------------------------------------------------------------------------------
 
     async def write_status(self, namespace: str, name: str, status: TrainingJobStatus) -> str:
@@ -95,73 +104,67 @@ class KubeClient:
         return str((result.get("metadata") or {}).get("resourceVersion", ""))
 
     async def delete_job(self, namespace: str, name: str) -> None:
-        with contextlib.suppress(NotFoundError):
-            await self._call(
-                f"delete TrainingJob {namespace}/{name}",
-                self._custom.delete_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                namespace,
-                "trainingjobs",
-                name,
-                propagation_policy="Background",
-            )
+        await self._call_unless(
+            NotFoundError,
+            f"delete TrainingJob {namespace}/{name}",
+            self._custom.delete_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            "trainingjobs",
+            name,
+            propagation_policy="Background",
+        )
 
     # -- pods and services ------------------------------------------------------------------------------------
 
     async def create_pod(self, body: dict[str, Any]) -> bool:
         """Create unless it exists; True when this call created it."""
         meta = body["metadata"]
-        try:
-            await self._call(
-                f"create Pod {meta['namespace']}/{meta['name']}",
-                self._core.create_namespaced_pod,
-                meta["namespace"],
-                body,
-                field_manager=FIELD_MANAGER_OPERATOR,
-            )
-        except AlreadyExistsError:
-            return False
-        return True
+        return await self._call_unless(
+            AlreadyExistsError,
+            f"create Pod {meta['namespace']}/{meta['name']}",
+            self._core.create_namespaced_pod,
+            meta["namespace"],
+            body,
+            field_manager=FIELD_MANAGER_OPERATOR,
+        )
 
     async def create_service(self, body: dict[str, Any]) -> bool:
         meta = body["metadata"]
-        try:
-            await self._call(
-                f"create Service {meta['namespace']}/{meta['name']}",
-                self._core.create_namespaced_service,
-                meta["namespace"],
-                body,
-                field_manager=FIELD_MANAGER_OPERATOR,
-            )
-        except AlreadyExistsError:
-            return False
-        return True
+        return await self._call_unless(
+            AlreadyExistsError,
+            f"create Service {meta['namespace']}/{meta['name']}",
+            self._core.create_namespaced_service,
+            meta["namespace"],
+            body,
+            field_manager=FIELD_MANAGER_OPERATOR,
+        )
 
     async def ungate(self, namespace: str, name: str) -> None:
         """Remove gputopo's scheduling gate only (other controllers' gates stay)."""
         patch = {"spec": {"schedulingGates": [{"name": GANG_GATE, "$patch": "delete"}]}}
-        with contextlib.suppress(NotFoundError):
-            await self._call(
-                f"ungate Pod {namespace}/{name}",
-                self._core.patch_namespaced_pod,
-                name,
-                namespace,
-                patch,
-                field_manager=FIELD_MANAGER_OPERATOR,
-                _content_type=STRATEGIC,
-            )
+        await self._call_unless(
+            NotFoundError,
+            f"ungate Pod {namespace}/{name}",
+            self._core.patch_namespaced_pod,
+            name,
+            namespace,
+            patch,
+            field_manager=FIELD_MANAGER_OPERATOR,
+            _content_type=STRATEGIC,
+        )
 
     async def delete_pod(self, namespace: str, name: str, grace_seconds: int) -> None:
-        with contextlib.suppress(NotFoundError):
-            await self._call(
-                f"delete Pod {namespace}/{name}",
-                self._core.delete_namespaced_pod,
-                name,
-                namespace,
-                grace_period_seconds=grace_seconds,
-                propagation_policy="Background",
-            )
+        await self._call_unless(
+            NotFoundError,
+            f"delete Pod {namespace}/{name}",
+            self._core.delete_namespaced_pod,
+            name,
+            namespace,
+            grace_period_seconds=grace_seconds,
+            propagation_policy="Background",
+        )
 
     # -- events -----------------------------------------------------------------------------------------------
 
@@ -194,10 +197,13 @@ class KubeClient:
 
     async def ensure_config_map(self, namespace: str, name: str) -> None:
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}}
-        with contextlib.suppress(AlreadyExistsError):
-            await self._call(
-                f"create ConfigMap {namespace}/{name}", self._core.create_namespaced_config_map, namespace, body
-            )
+        await self._call_unless(
+            AlreadyExistsError,
+            f"create ConfigMap {namespace}/{name}",
+            self._core.create_namespaced_config_map,
+            namespace,
+            body,
+        )
 
     async def drop_finalizer(self, namespace: str, name: str, finalizer: str, attempts: int = 3) -> None:
         """Take the operator's finalizer off its ConfigMap, so a stopped operator blocks no deletion."""
@@ -235,29 +241,25 @@ class KubeClient:
     async def ensure_peering(self, name: str, namespaces: list[str]) -> None:
         """Create the (Cluster)KopfPeering kopf will use, if absent (kopf.dev/v1, see crds/)."""
         body: dict[str, Any] = {"apiVersion": "kopf.dev/v1", "metadata": {"name": name}}
-        try:
-            if not namespaces:
-                await self._call(
-                    f"create ClusterKopfPeering {name}",
-                    self._custom.create_cluster_custom_object,
-                    "kopf.dev",
-                    "v1",
-                    "clusterkopfpeerings",
-                    {**body, "kind": "ClusterKopfPeering"},
-                )
-                return
-            for namespace in namespaces:
-                try:
-                    await self._call(
-                        f"create KopfPeering {namespace}/{name}",
-                        self._custom.create_namespaced_custom_object,
-                        "kopf.dev",
-                        "v1",
-                        namespace,
-                        "kopfpeerings",
-                        {**body, "kind": "KopfPeering"},
-                    )
-                except AlreadyExistsError:
-                    continue
-        except AlreadyExistsError:
-            pass
+        if not namespaces:
+            await self._call_unless(
+                AlreadyExistsError,
+                f"create ClusterKopfPeering {name}",
+                self._custom.create_cluster_custom_object,
+                "kopf.dev",
+                "v1",
+                "clusterkopfpeerings",
+                {**body, "kind": "ClusterKopfPeering"},
+            )
+            return
+        for namespace in namespaces:
+            await self._call_unless(
+                AlreadyExistsError,
+                f"create KopfPeering {namespace}/{name}",
+                self._custom.create_namespaced_custom_object,
+                "kopf.dev",
+                "v1",
+                namespace,
+                "kopfpeerings",
+                {**body, "kind": "KopfPeering"},
+            )
