@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gputopo.controller.testing import Jobs, OperatorProcess, namespace_jobs
 from gputopo.sandbox import Sandbox, SandboxError
 from gputopo.sandbox.binaries import find_binaries
 from gputopo.sandbox.testing import SandboxHandle
@@ -41,3 +42,10 @@ def sandbox() -> Iterator[SandboxHandle]:
     finally:
         if os.environ.get("GPUTOPO_KEEP_SANDBOX") != "1":
             box.down()
+
+
+@pytest.fixture
+def jobs(sandbox: SandboxHandle, operator: OperatorProcess, request: pytest.FixtureRequest) -> Iterator[Jobs]:
+    """The TrainingJobs of the module's ``NS``, which its ``operator`` fixture watches; emptied after each test."""
+    with namespace_jobs(sandbox.kubectl, request.module.NS, operator) as handle:
+        yield handle

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gputopo.controller.testing import Jobs, OperatorProcess, namespace_jobs, namespaced_operator, training_job
+from gputopo.controller.testing import Jobs, OperatorProcess, namespaced_operator, training_job
 from gputopo.sandbox.faults import link_fault, nic_fault, node_fault
 from gputopo.sandbox.testing import SandboxHandle
 
@@ -28,12 +28,6 @@ def operator(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -
         {"GPUTOPO_NODE_NOT_READY_GRACE_SECONDS": "3", "GPUTOPO_QUARANTINE_SECONDS": "30"},
     ) as proc:
         yield proc
-
-
-@pytest.fixture
-def jobs(sandbox: SandboxHandle, operator: OperatorProcess) -> Iterator[Jobs]:
-    with namespace_jobs(sandbox.kubectl, NS, operator) as handle:
-        yield handle
 
 
 def _nvswitch_or_nvlink_node(sandbox: SandboxHandle) -> str:

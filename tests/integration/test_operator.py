@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gputopo.controller.testing import Jobs, OperatorProcess, namespace_jobs, namespaced_operator, training_job
+from gputopo.controller.testing import Jobs, OperatorProcess, namespaced_operator, training_job
 from gputopo.sandbox.testing import SandboxHandle
 
 NS = "operator-test"
@@ -21,12 +21,6 @@ def operator(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -
         sandbox.kubectl, sandbox.kubeconfig, log_file, NS, {"GPUTOPO_UNSCHEDULABLE_TIMEOUT_SECONDS": "20"}
     ) as proc:
         yield proc
-
-
-@pytest.fixture
-def jobs(sandbox: SandboxHandle, operator: OperatorProcess) -> Iterator[Jobs]:
-    with namespace_jobs(sandbox.kubectl, NS, operator) as handle:
-        yield handle
 
 
 def _topology(sandbox: SandboxHandle, node: str) -> dict[str, Any]:
