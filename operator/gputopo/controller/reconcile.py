@@ -78,7 +78,10 @@ def run_pass(
     quarantine: Quarantine | None = None,
     starvation_seconds: float = 300.0,
     clock: Callable[[], float] | None = None,
+    restarts_first: bool = False,
 ) -> Pass:
+    """With ``restarts_first``, a pass that restarts a gang places nothing: it records the restarts at once
+    and asks to run again right away (``wake_at`` now), when the waiting jobs are placed."""
     out = Pass()
     steps: dict[JobKey, JobStep] = {}
     queued: list[QueuedJob] = []
@@ -106,7 +109,9 @@ def run_pass(
                 )
             )
 
-    if queued:
+    if queued and restarts_first and out.restarts:
+        out.wake_at = now
+    elif queued:
         plans = [*ledger, *planned_from_status((k, s.status) for k, s in steps.items())]
         snapshot = build_snapshot(view, plans, config.tiers, quarantine, now)
         outcomes, _ = drain(snapshot, queued, place, now, starvation_seconds, clock)

@@ -108,6 +108,7 @@ class Runtime:
             self.quarantine,
             self.settings.starvation_seconds,
             time.perf_counter,
+            restarts_first=True,
         )
         self.ledger.prune(result.visible)
         hold = timedelta(seconds=2 * self.settings.unschedulable_timeout_seconds)
