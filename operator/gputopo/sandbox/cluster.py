@@ -269,6 +269,10 @@ class Sandbox:
             f"see {self.log_dir / 'probe-farm.log'}"
         )
 
+    def node_names(self) -> list[str]:
+        """The simulated nodes the last ``up`` created (read from the state file, no API call)."""
+        return list(self._state().get("node_names", []))
+
     def status(self) -> SandboxStatus:
         state = self._state()
         running = self.api_ready()
