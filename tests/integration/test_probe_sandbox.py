@@ -108,8 +108,17 @@ def test_nic_fault_is_published(sandbox: Any, faults: FaultStore) -> None:
     sandbox.wait_for(f"{node} {name} Up", lambda: nic_state() == "Up", timeout=TIMEOUT)
 
 
+def _idle_node(sandbox: Any) -> str:
+    """A node no pod is bound to: an earlier test's pods (still terminating) would hold the GPUs asked for."""
+    for name in sandbox.nodes:
+        bound = sandbox.kubectl("get", "pods", "-A", "--field-selector", f"spec.nodeName={name}", "-o", "name")
+        if not bound.strip():
+            return str(name)
+    pytest.fail("every sandbox node has pods bound to it")
+
+
 def test_pod_gpus_are_reported(sandbox: Any) -> None:
-    node = sandbox.nodes[0]
+    node = _idle_node(sandbox)
     ns = "probe-pods"
     sandbox.kubectl("create", "namespace", ns, check=False)
     pod = {
