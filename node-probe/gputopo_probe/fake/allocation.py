@@ -102,6 +102,17 @@ class FakeAllocator:
             if chosen is not None:
                 self._held[key] = chosen
 
+    def resync(self, pods: list[Mapping[str, Any]]) -> None:
+        """Make the held set match a fresh list of the node's pods: a pod deleted while no watch ran is let go."""
+        present = {
+            (str(p.get("metadata", {}).get("namespace", "")), str(p.get("metadata", {}).get("name", ""))) for p in pods
+        }
+        with self._lock:
+            for key in set(self._held) - present:
+                del self._held[key]
+        for pod in pods:
+            self.observe("ADDED", pod)
+
     def pods(self) -> list[PodGpus]:
         with self._lock:
             return [PodGpus(namespace=ns, name=name, gpus=list(g)) for (ns, name), g in sorted(self._held.items())]

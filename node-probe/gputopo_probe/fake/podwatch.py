@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from gputopo_probe.errors import ApiError
 from gputopo_probe.fake.allocation import FakeAllocator
@@ -32,11 +33,24 @@ class PodWatch:
     def stop(self) -> None:
         self._stop.set()
 
+    def _resync(self) -> str:
+        pods, version = self.kube.list_pods(self.selector)
+        by_node: dict[str, list[Mapping[str, Any]]] = {name: [] for name in self.allocators}
+        for pod in pods:
+            node = str((pod.get("spec") or {}).get("nodeName", ""))
+            if node in by_node:
+                by_node[node].append(pod)
+        for node, allocator in self.allocators.items():
+            allocator.resync(by_node[node])
+        return version
+
     def _run(self) -> None:
         backoff = Backoff(max_s=10.0)
         while not self._stop.is_set():
             try:
-                for event, pod in self.kube.watch_gpu_pods(self.selector, timeout_s=60):
+                # List, then watch from the list's version: nothing deleted between two watches is missed.
+                version = self._resync()
+                for event, pod in self.kube.watch_gpu_pods(self.selector, timeout_s=60, resource_version=version):
                     node = (pod.get("spec") or {}).get("nodeName")
                     allocator = self.allocators.get(str(node)) if node else None
                     if allocator is not None:

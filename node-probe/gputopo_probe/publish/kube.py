@@ -83,11 +83,22 @@ class Kube:
         }
         self.api.request("POST", "/api/v1/namespaces/default/events", body=body)
 
-    def watch_gpu_pods(self, field_selector: str = "", timeout_s: int = 300) -> Iterator[tuple[str, dict[str, Any]]]:
+    def list_pods(self, field_selector: str = "") -> tuple[list[dict[str, Any]], str]:
+        """The pods matching ``field_selector`` now, and the resourceVersion to watch from."""
+        params = {"fieldSelector": field_selector} if field_selector else None
+        listed = self.api.request("GET", "/api/v1/pods", params=params) or {}
+        version = str((listed.get("metadata") or {}).get("resourceVersion", ""))
+        return [dict(item) for item in listed.get("items") or []], version
+
+    def watch_gpu_pods(
+        self, field_selector: str = "", timeout_s: int = 300, resource_version: str = ""
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
         """(event type, pod) for pods matching ``field_selector``; the caller filters on GPU requests."""
         params: dict[str, Any] = {"timeoutSeconds": timeout_s, "allowWatchBookmarks": "false"}
         if field_selector:
             params["fieldSelector"] = field_selector
+        if resource_version:
+            params["resourceVersion"] = resource_version
         for event in self.api.watch("/api/v1/pods", params):
             if event.get("type") == "ERROR":
                 raise ApiError("watch pods", int(event.get("object", {}).get("code", 0) or 0), "watch error")

@@ -143,7 +143,10 @@ class ApiClient:
             raise ApiError(what, 0, str(error)) from error
         if response.status >= 400:
             raise ApiError(what, response.status, _reason(response.data))
-        return json.loads(response.data) if response.data else None
+        try:
+            return json.loads(response.data) if response.data else None
+        except ValueError as error:
+            raise ApiError(what, response.status, f"response is not JSON: {error}") from error
 
     def watch(self, path: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
         """Events of a watch (``{"type": …, "object": …}``) until the server ends it."""

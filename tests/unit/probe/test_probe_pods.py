@@ -52,6 +52,17 @@ def test_plan_of_taken_gpus_falls_back_and_deletion_frees() -> None:
     assert allocator.pods() == [] and allocator.free() == list(range(8))
 
 
+def test_resync_lets_go_of_pods_deleted_while_no_watch_ran() -> None:
+    allocator = FakeAllocator(hgx())
+    allocator.observe("ADDED", pod("gone", 2, "0,1"))
+    allocator.observe("ADDED", pod("kept", 2, "2,3"))
+    allocator.resync([pod("kept", 2, "2,3"), pod("new", 2, "4,5")])
+    assert allocator.pods() == [
+        PodGpus(namespace="ml", name="kept", gpus=[2, 3]),
+        PodGpus(namespace="ml", name="new", gpus=[4, 5]),
+    ]
+
+
 @pytest.mark.parametrize(
     ("pod_spec", "held"),
     [(pod("x", 0), False), (pod("x", 2, node=""), False), (pod("x", 9), False), (pod("x", 1), True)],
