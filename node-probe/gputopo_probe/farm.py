@@ -96,7 +96,7 @@ def run_farm(args: argparse.Namespace) -> int:
         if key not in topologies:
             topologies[key] = load_fake_topology(spec.topology, spec.gpu_model)
         allocators[spec.node] = FakeAllocator(topologies[key], mode)
-    runner = Runner(args.interval or 1.0, Metrics(), publish_workers=8)
+    runner = Runner(args.interval or 1.0, Metrics(), publish_workers=8, confirm_s=args.confirm_interval)
     watch = PodWatch(kube, allocators).start()
 
     def build() -> None:

@@ -19,6 +19,7 @@ from gputopo_probe.fake.faults import FaultStore
 from gputopo_probe.fake.node import FakeNode
 from gputopo_probe.nvml import Nvml, translate
 from gputopo_probe.probe import Probe, to_yaml
+from gputopo_probe.runner import DEFAULT_CONFIRM_S
 from gputopo_probe.source import load_fake_topology
 
 __all__ = ["build_parser", "main"]
@@ -31,6 +32,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubeconfig", default=None, help="else in-cluster, else $KUBECONFIG")
     p.add_argument("--down-after", type=int, default=2, help="polls reading down before a link/NIC is Down")
     p.add_argument("--up-after", type=int, default=2, help="polls reading up before it is Up again")
+    p.add_argument(
+        "--confirm-interval",
+        type=float,
+        default=DEFAULT_CONFIRM_S,
+        help="seconds between the re-reads that confirm a worse reading (0: at the poll interval)",
+    )
     p.add_argument("--fault-dir", default=None, help="fault files of fake nodes (gputopo sandbox fault)")
     p.add_argument("--listen", default="0.0.0.0:8080", help="HOST:PORT for /healthz /readyz /metrics; 0 or off")
     p.add_argument("--fake-allocation", choices=["plan", "device-plugin"], default="plan")

@@ -84,6 +84,11 @@ class Probe:
     def close(self) -> None:
         self.monitor.close()
 
+    @property
+    def confirming(self) -> bool:
+        """A worse reading waits to be confirmed: the runner re-reads this node soon, not a whole interval on."""
+        return self.monitor.confirming
+
     def _pods(self) -> list[PodGpus]:
         if self.pods is None:
             return []

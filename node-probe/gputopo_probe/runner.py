@@ -31,9 +31,19 @@ class Member:
     _inflight: Future[bool] | None = field(default=None, repr=False)
 
 
+DEFAULT_CONFIRM_S = 0.25
+
+
 class Runner:
     """Polls every member each ``interval`` seconds; publishing runs on a small pool so a slow API server
-    never delays health polls, with at most one publish in flight per node."""
+    never delays health polls, with at most one publish in flight per node.
+
+    A reading worse than the state it would replace needs ``down_after`` readings in a row (hysteresis);
+    a node with such a reading pending is re-read every ``confirm_s`` seconds until it is confirmed or
+    gone, so a real failure is published within a fraction of the interval instead of a whole interval
+    later. Better readings are confirmed at the interval: a link that comes back stays out a little
+    longer, which is the safe side. ``confirm_s`` of 0 (or not below the interval) turns this off.
+    """
 
     def __init__(
         self,
@@ -41,9 +51,11 @@ class Runner:
         metrics: Metrics | None = None,
         *,
         publish_workers: int = 8,
+        confirm_s: float = DEFAULT_CONFIRM_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.interval_s = interval_s
+        self.confirm_s = confirm_s if 0 < confirm_s < interval_s else 0.0
         self.metrics = metrics or Metrics()
         self.clock = clock
         self.members: list[Member] = []
@@ -70,6 +82,17 @@ class Runner:
         for member in members:
             self._poll(member)
         self.last_tick = self.clock()
+
+    def confirming(self) -> list[Member]:
+        with self._lock:
+            return [m for m in self.members if m.probe.confirming]
+
+    def confirm(self) -> int:
+        """Re-read the members whose worse readings wait for confirmation; how many were read."""
+        members = self.confirming()
+        for member in members:
+            self._poll(member)
+        return len(members)
 
     def _poll(self, member: Member) -> None:
         started = time.perf_counter()
@@ -109,11 +132,19 @@ class Runner:
         while not self._stop.is_set():
             self.tick()
             next_tick += self.interval_s
-            delay = next_tick - self.clock()
-            if delay < 0:  # fell behind: do not try to catch up with a burst
+            if next_tick < self.clock():  # fell behind: do not try to catch up with a burst
                 next_tick = self.clock()
-                delay = 0
-            self._stop.wait(delay)
+            self._wait_confirming(next_tick)
+            self._stop.wait(max(0.0, next_tick - self.clock()))
+
+    def _wait_confirming(self, next_tick: float) -> None:
+        """Until the next tick, re-read every ``confirm_s`` the nodes with a reading to confirm."""
+        if not self.confirm_s:
+            return
+        while not self._stop.is_set() and next_tick - self.clock() > self.confirm_s and self.confirming():
+            if self._stop.wait(self.confirm_s):
+                return
+            self.confirm()
 
     def stop(self) -> None:
         self._stop.set()

@@ -66,7 +66,7 @@ def serve_single(args: argparse.Namespace, node: str, nvml: Nvml, sysfs: Sysfs, 
         ok = publisher.publish(probe.poll())
         probe.close()
         return 0 if ok else 1
-    runner = Runner(args.interval or 5.0, Metrics(), publish_workers=1)
+    runner = Runner(args.interval or 5.0, Metrics(), publish_workers=1, confirm_s=args.confirm_interval)
     runner.add(Member(node, probe, publisher))
     try:
         return serve(runner, args.listen)

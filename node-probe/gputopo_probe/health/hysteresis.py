@@ -36,6 +36,11 @@ class Hysteresis(Generic[K, S]):
         """No reading is waiting to be confirmed: another poll of unchanged hardware changes nothing."""
         return all(t.streak == 0 for t in self._tracks.values())
 
+    @property
+    def confirming(self) -> bool:
+        """A worse reading has been seen and waits for the readings that would confirm it."""
+        return any(t.streak > 0 and self.severity[t.candidate] > self.severity[t.state] for t in self._tracks.values())
+
     def state(self, key: K) -> S | None:
         track = self._tracks.get(key)
         return track.state if track else None

@@ -97,6 +97,11 @@ class HealthMonitor:
     def settled(self) -> bool:
         return self.links.settled and self.nics.settled and self.gpus.settled
 
+    @property
+    def confirming(self) -> bool:
+        """Some link, NIC or GPU read worse than its state and is not confirmed yet."""
+        return self.links.confirming or self.nics.confirming or self.gpus.confirming
+
     def _erroring_links(self, gpu: int, reading: GpuReading) -> set[int]:
         """Links of ``gpu`` whose replay/recovery counters rose; per-link counters are read only on a rise."""
         before = self._errors.get(gpu)

@@ -48,3 +48,17 @@ def test_force_skips_the_count() -> None:
 def test_counts_must_be_positive() -> None:
     with pytest.raises(ValueError):
         Hysteresis(SEVERITY, down_after=0)
+
+
+def test_confirming_while_a_worse_reading_waits() -> None:
+    h: Hysteresis[str, LinkState] = Hysteresis(SEVERITY, down_after=2, up_after=2)
+    h.observe("link", U)
+    assert not h.confirming
+    h.observe("link", D)
+    assert h.confirming  # one Down read: the next read would confirm it
+    h.observe("link", D)
+    assert not h.confirming and h.state("link") is D
+    h.observe("link", U)
+    assert not h.confirming  # a better reading waits too, but at the interval, not in a hurry
+    h.observe("link", D)
+    assert not h.confirming  # Down again is the state it has: nothing to confirm
