@@ -20,7 +20,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from gputopo.controller.client import load_api_client
+from gputopo.controller.client import load_configuration
 from gputopo.controller.testing import Jobs, OperatorProcess, training_job
 from gputopo.sandbox import Sandbox
 from gputopo.sandbox.faults import link_fault
@@ -102,7 +102,7 @@ def main() -> int:
     box = Sandbox(args.sandbox)
     status = box.up(nodes=args.nodes, profile=args.profile, operator=False, probe_interval=1.0)
     box.kubectl("create", "namespace", NS, check=False)
-    api = load_api_client(str(box.kubeconfig))
+    api = k8s.ApiClient(load_configuration(str(box.kubeconfig)))
     core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
     REPORTS.mkdir(exist_ok=True)
     operator = OperatorProcess(

@@ -1,42 +1,48 @@
-"""The only module that talks to the API server: a thin async face over the kubernetes client.
+"""The only module that talks to the API server: a small asyncio client on aiohttp (kopf's own transport).
 
-Calls run in worker threads (the kubernetes client blocks). ``ApiException`` and transport errors are
-translated into ``gputopo.controller.errors``; create-if-absent and delete-if-present are idempotent.
+Credentials come from the kubernetes package's loaders (in-cluster service account with token rotation,
+kubeconfig with client certificates, tokens or exec plugins), read per request so rotated tokens are
+used; its generated API classes are never imported (they would cost the operator ~22 MB and seconds at
+start). Errors are translated into ``gputopo.controller.errors``; create-if-absent and delete-if-present
+are idempotent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+import ssl
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
+import aiohttp
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
 
 from gputopo.api.group import FIELD_MANAGER_OPERATOR, GANG_GATE, GROUP, VERSION
 from gputopo.api.trainingjob import TrainingJobStatus
 from gputopo.controller.errors import AlreadyExistsError, ApiError, ConflictError, NotFoundError
 
-__all__ = ["KubeClient", "load_api_client", "status_patch"]
+__all__ = ["KubeClient", "load_configuration", "status_patch"]
 
+JSON = "application/json"
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 _CLEARABLE = ("placement", "startTime", "completionTime", "lastRestartTime")
 
 
-def load_api_client(kubeconfig: str | None = None) -> k8s.ApiClient:
+def load_configuration(kubeconfig: str | None = None) -> k8s.Configuration:
     """In-cluster credentials in a pod, else the kubeconfig (``$KUBECONFIG`` or ~/.kube/config)."""
     configuration = k8s.Configuration()
     try:
         k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except k8s_config.ConfigException:
         k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
-    configuration.connection_pool_maxsize = 64
-    return k8s.ApiClient(configuration)
+    return configuration
 
 
 def status_patch(status: TrainingJobStatus) -> dict[str, Any]:
@@ -47,40 +53,153 @@ def status_patch(status: TrainingJobStatus) -> dict[str, Any]:
     return {"status": body}
 
 
-def _translate(exc: Exception, what: str) -> ApiError:
-    if isinstance(exc, ApiException):
-        status, reason = int(exc.status or 0), str(exc.reason or "")
-        message = f"{what}: {status} {reason}"
-        if status == 404:
-            return NotFoundError(message, status, reason)
-        if status == 409:
-            body = str(exc.body or "")
-            if "AlreadyExists" in body:
-                return AlreadyExistsError(message, status, "AlreadyExists")
-            return ConflictError(message, status, reason)
-        return ApiError(message, status, reason)
-    return ApiError(f"{what}: {exc}", 0, type(exc).__name__)
+def _ssl_context(configuration: k8s.Configuration) -> ssl.SSLContext | bool:
+    if not configuration.verify_ssl:
+        return False
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
+    return context
+
+
+def _authorization(configuration: k8s.Configuration) -> str | None:
+    """The Authorization header, asked of the configuration each time (its hook re-reads rotated tokens)."""
+    token = configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+    if token:
+        return str(token) if " " in str(token) else f"Bearer {token}"
+    if configuration.username:
+        pair = f"{configuration.username}:{configuration.password or ''}".encode()
+        return "Basic " + base64.b64encode(pair).decode()
+    return None
+
+
+def _error(status: int, text: str, what: str) -> ApiError:
+    """An API error from the server's Status object (or whatever text came back)."""
+    reason, message = "", text.strip()[:300]
+    try:
+        body = json.loads(text)
+        if isinstance(body, dict):
+            reason, message = str(body.get("reason") or ""), str(body.get("message") or message)
+    except ValueError:
+        pass
+    full = f"{what}: {status} {reason or 'error'}: {message}" if message else f"{what}: {status} {reason}"
+    if status == 404:
+        return NotFoundError(full, status, reason or "NotFound")
+    if status == 409:
+        if reason == "AlreadyExists":
+            return AlreadyExistsError(full, status, reason)
+        return ConflictError(full, status, reason or "Conflict")
+    return ApiError(full, status, reason)
+
+
+def _path(*parts: str) -> str:
+    return "/" + "/".join(quote(part, safe="") for part in parts)
+
+
+def _job_path(namespace: str, name: str, *sub: str) -> str:
+    return "/apis" + _path(GROUP, VERSION, "namespaces", namespace, "trainingjobs", name, *sub)
+
+
+def _core_path(namespace: str, plural: str, name: str | None = None) -> str:
+    return "/api/v1" + _path("namespaces", namespace, plural, *((name,) if name else ()))
 
 
 class KubeClient:
-    def __init__(self, api: k8s.ApiClient, concurrency: int = 32) -> None:
-        self._core = k8s.CoreV1Api(api)
-        self._custom = k8s.CustomObjectsApi(api)
+    """One aiohttp session (made in the running loop on first use), at most ``concurrency`` requests at once."""
+
+    def __init__(
+        self, configuration: k8s.Configuration, concurrency: int = 32, *, timeout_seconds: float = 30.0
+    ) -> None:
+        self._configuration = configuration
+        self._server = str(configuration.host).rstrip("/")
+        self._ssl = _ssl_context(configuration)
+        self._concurrency = concurrency
+        self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
+        self._session: aiohttp.ClientSession | None = None
         self._limit = asyncio.Semaphore(concurrency)
 
-    async def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _session_now(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(ssl=self._ssl, limit=self._concurrency)
+            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
+        return self._session
+
+    async def _request(
+        self,
+        what: str,
+        method: str,
+        path: str,
+        *,
+        body: dict[str, Any] | None = None,
+        content_type: str = JSON,
+        params: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        headers = {"Accept": JSON}
+        authorization = _authorization(self._configuration)
+        if authorization:
+            headers["Authorization"] = authorization
+        data = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            data = json.dumps(body, separators=(",", ":"))
         async with self._limit:
             try:
-                return await asyncio.to_thread(fn, *args, **kwargs)
-            except (ApiException, HTTPError, OSError) as exc:
-                raise _translate(exc, what) from exc
-
-    async def _call_unless(
-        self, tolerated: type[ApiError], what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
-    ) -> bool:
-        """``_call``, where ``tolerated`` (already exists, not found) is an outcome: False when it was raised."""
+                async with self._session_now().request(
+                    method, self._server + path, params=params, data=data, headers=headers
+                ) as response:
+                    text = await response.text()
+                    if response.status >= 400:
+                        raise _error(response.status, text, what)
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise ApiError(f"{what}: {type(exc).__name__}: {exc}", 0, type(exc).__name__) from exc
         try:
-            await self._call(what, fn, *args, **kwargs)
+            result = json.loads(text) if text else {}
+        except ValueError as exc:
+            raise ApiError(f"{what}: the API server answered with something not JSON", response.status) from exc
+        return result if isinstance(result, dict) else {}
+
+    async def get(self, what: str, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+        """A GET, e.g. one page of a list (``limit`` and ``continue`` in ``params``)."""
+        return await self._request(what, "GET", path, params=params)
+
+    async def watch(self, what: str, path: str, params: dict[str, str], *, read_timeout: float) -> AsyncIterator[Any]:
+        """The events of a watch, one parsed JSON line at a time (a line is dropped as soon as it is read).
+
+        Ends when the server closes the stream; raises ``ApiError`` when it refuses or the connection breaks.
+        """
+        headers = {"Accept": JSON}
+        authorization = _authorization(self._configuration)
+        if authorization:
+            headers["Authorization"] = authorization
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=read_timeout)
+        try:
+            async with self._session_now().get(
+                self._server + path, params={**params, "watch": "true"}, headers=headers, timeout=timeout
+            ) as response:
+                if response.status >= 400:
+                    raise _error(response.status, await response.text(), what)
+                buffer = b""
+                async for chunk in response.content.iter_any():
+                    buffer += chunk
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            try:
+                                yield json.loads(line)
+                            except ValueError as exc:
+                                raise ApiError(f"{what}: a watch event is not JSON", response.status) from exc
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise ApiError(f"{what}: {type(exc).__name__}: {exc}", 0, type(exc).__name__) from exc
+
+    async def _request_unless(self, tolerated: type[ApiError], what: str, method: str, path: str, **kw: Any) -> bool:
+        """``_request``, where ``tolerated`` (already exists, not found) is an outcome: False when it was raised."""
+        try:
+            await self._request(what, method, path, **kw)
         except tolerated:
             return False
         return True
@@ -89,81 +208,64 @@ class KubeClient:
 
     async def write_status(self, namespace: str, name: str, status: TrainingJobStatus) -> str:
         """Write the whole status; returns the new resourceVersion."""
-        result: dict[str, Any] = await self._call(
+        result = await self._request(
             f"status of TrainingJob {namespace}/{name}",
-            self._custom.patch_namespaced_custom_object_status,
-            GROUP,
-            VERSION,
-            namespace,
-            "trainingjobs",
-            name,
-            status_patch(status),
-            field_manager=FIELD_MANAGER_OPERATOR,
-            _content_type=MERGE,
+            "PATCH",
+            _job_path(namespace, name, "status"),
+            body=status_patch(status),
+            content_type=MERGE,
+            params={"fieldManager": FIELD_MANAGER_OPERATOR},
         )
         return str((result.get("metadata") or {}).get("resourceVersion", ""))
 
     async def delete_job(self, namespace: str, name: str) -> None:
-        await self._call_unless(
+        await self._request_unless(
             NotFoundError,
             f"delete TrainingJob {namespace}/{name}",
-            self._custom.delete_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            namespace,
-            "trainingjobs",
-            name,
-            propagation_policy="Background",
+            "DELETE",
+            _job_path(namespace, name),
+            body={"propagationPolicy": "Background"},
         )
 
     # -- pods and services ------------------------------------------------------------------------------------
 
-    async def create_pod(self, body: dict[str, Any]) -> bool:
-        """Create unless it exists; True when this call created it."""
+    async def _create(self, plural: str, kind: str, body: dict[str, Any]) -> bool:
         meta = body["metadata"]
-        return await self._call_unless(
+        return await self._request_unless(
             AlreadyExistsError,
-            f"create Pod {meta['namespace']}/{meta['name']}",
-            self._core.create_namespaced_pod,
-            meta["namespace"],
-            body,
-            field_manager=FIELD_MANAGER_OPERATOR,
+            f"create {kind} {meta['namespace']}/{meta['name']}",
+            "POST",
+            _core_path(meta["namespace"], plural),
+            body=body,
+            params={"fieldManager": FIELD_MANAGER_OPERATOR},
         )
 
+    async def create_pod(self, body: dict[str, Any]) -> bool:
+        """Create unless it exists; True when this call created it."""
+        return await self._create("pods", "Pod", body)
+
     async def create_service(self, body: dict[str, Any]) -> bool:
-        meta = body["metadata"]
-        return await self._call_unless(
-            AlreadyExistsError,
-            f"create Service {meta['namespace']}/{meta['name']}",
-            self._core.create_namespaced_service,
-            meta["namespace"],
-            body,
-            field_manager=FIELD_MANAGER_OPERATOR,
-        )
+        return await self._create("services", "Service", body)
 
     async def ungate(self, namespace: str, name: str) -> None:
         """Remove gputopo's scheduling gate only (other controllers' gates stay)."""
-        patch = {"spec": {"schedulingGates": [{"name": GANG_GATE, "$patch": "delete"}]}}
-        await self._call_unless(
+        await self._request_unless(
             NotFoundError,
             f"ungate Pod {namespace}/{name}",
-            self._core.patch_namespaced_pod,
-            name,
-            namespace,
-            patch,
-            field_manager=FIELD_MANAGER_OPERATOR,
-            _content_type=STRATEGIC,
+            "PATCH",
+            _core_path(namespace, "pods", name),
+            body={"spec": {"schedulingGates": [{"name": GANG_GATE, "$patch": "delete"}]}},
+            content_type=STRATEGIC,
+            params={"fieldManager": FIELD_MANAGER_OPERATOR},
         )
 
     async def delete_pod(self, namespace: str, name: str, grace_seconds: int) -> None:
-        await self._call_unless(
+        await self._request_unless(
             NotFoundError,
             f"delete Pod {namespace}/{name}",
-            self._core.delete_namespaced_pod,
-            name,
-            namespace,
-            grace_period_seconds=grace_seconds,
-            propagation_policy="Background",
+            "DELETE",
+            _core_path(namespace, "pods", name),
+            body={"gracePeriodSeconds": grace_seconds, "propagationPolicy": "Background"},
         )
 
     # -- events -----------------------------------------------------------------------------------------------
@@ -191,46 +293,41 @@ class KubeClient:
             "lastTimestamp": now.isoformat(),
             "count": 1,
         }
-        await self._call(f"event on {namespace}/{name}", self._core.create_namespaced_event, namespace, body)
+        await self._request(f"event on {namespace}/{name}", "POST", _core_path(namespace, "events"), body=body)
 
     # -- the operator's own objects ---------------------------------------------------------------------------
 
     async def ensure_config_map(self, namespace: str, name: str) -> None:
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}}
-        await self._call_unless(
+        await self._request_unless(
             AlreadyExistsError,
             f"create ConfigMap {namespace}/{name}",
-            self._core.create_namespaced_config_map,
-            namespace,
-            body,
+            "POST",
+            _core_path(namespace, "configmaps"),
+            body=body,
         )
 
     async def drop_finalizer(self, namespace: str, name: str, finalizer: str, attempts: int = 3) -> None:
         """Take the operator's finalizer off its ConfigMap, so a stopped operator blocks no deletion."""
+        path = _core_path(namespace, "configmaps", name)
         for _ in range(attempts):
             try:
-                body = await self._call(
-                    f"read ConfigMap {namespace}/{name}", self._core.read_namespaced_config_map, name, namespace
-                )
+                body = await self._request(f"read ConfigMap {namespace}/{name}", "GET", path)
             except NotFoundError:
                 return
-            finalizers = list(body.metadata.finalizers or [])
+            meta = body.get("metadata") or {}
+            finalizers = list(meta.get("finalizers") or [])
             if finalizer not in finalizers:
                 return
             patch = {
                 "metadata": {
                     "finalizers": [f for f in finalizers if f != finalizer],
-                    "resourceVersion": body.metadata.resource_version,
+                    "resourceVersion": meta.get("resourceVersion"),
                 }
             }
             try:
-                await self._call(
-                    f"release ConfigMap {namespace}/{name}",
-                    self._core.patch_namespaced_config_map,
-                    name,
-                    namespace,
-                    patch,
-                    _content_type=MERGE,
+                await self._request(
+                    f"release ConfigMap {namespace}/{name}", "PATCH", path, body=patch, content_type=MERGE
                 )
                 return
             except NotFoundError:
@@ -242,24 +339,19 @@ class KubeClient:
         """Create the (Cluster)KopfPeering kopf will use, if absent (kopf.dev/v1, see crds/)."""
         body: dict[str, Any] = {"apiVersion": "kopf.dev/v1", "metadata": {"name": name}}
         if not namespaces:
-            await self._call_unless(
+            await self._request_unless(
                 AlreadyExistsError,
                 f"create ClusterKopfPeering {name}",
-                self._custom.create_cluster_custom_object,
-                "kopf.dev",
-                "v1",
-                "clusterkopfpeerings",
-                {**body, "kind": "ClusterKopfPeering"},
+                "POST",
+                "/apis/kopf.dev/v1/clusterkopfpeerings",
+                body={**body, "kind": "ClusterKopfPeering"},
             )
             return
         for namespace in namespaces:
-            await self._call_unless(
+            await self._request_unless(
                 AlreadyExistsError,
                 f"create KopfPeering {namespace}/{name}",
-                self._custom.create_namespaced_custom_object,
-                "kopf.dev",
-                "v1",
-                namespace,
-                "kopfpeerings",
-                {**body, "kind": "KopfPeering"},
+                "POST",
+                "/apis/kopf.dev/v1" + _path("namespaces", namespace, "kopfpeerings"),
+                body={**body, "kind": "KopfPeering"},
             )

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import kopf
 
-from gputopo.controller.client import KubeClient, load_api_client
+from gputopo.controller.client import KubeClient, load_configuration
 from gputopo.controller.errors import ApiError
 from gputopo.controller.handlers import register
 from gputopo.controller.quarantine import Quarantine
@@ -49,11 +49,13 @@ def _kopf_log_format(name: str) -> kopf.LogFormat:
 
 
 async def _ensure_peering(settings: OperatorSettings) -> None:
-    client = KubeClient(load_api_client(), concurrency=4)
+    client = KubeClient(load_configuration(), concurrency=4)
     try:
         await client.ensure_peering(settings.peering_name, settings.watched_namespaces)
     except ApiError as exc:
         logger.warning("could not create the peering object (are crds/kopf-peering.yaml installed?): %s", exc)
+    finally:
+        await client.close()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -68,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     def make_runtime() -> Runtime:
         return Runtime(
             settings=settings,
-            client=KubeClient(load_api_client(), settings.api_concurrency),
+            client=KubeClient(load_configuration(), settings.api_concurrency),
             place=place,
             quarantine=Quarantine(settings.quarantine_seconds),
         )

@@ -1,0 +1,201 @@
+"""The operator's API client against the real API server: each call, and each error in the operator's words."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+from gputopo.api.group import GANG_GATE
+from gputopo.api.trainingjob import JobPhase, TrainingJobStatus
+from gputopo.controller.client import KubeClient, load_configuration
+from gputopo.controller.errors import AlreadyExistsError, ApiError, ConflictError, NotFoundError
+from gputopo.sandbox.testing import SandboxHandle
+
+NS = "gputopo-client-it"
+T = TypeVar("T")
+
+
+@pytest.fixture(scope="module")
+def namespace(sandbox: SandboxHandle) -> Iterator[str]:
+    sandbox.kubectl("create", "namespace", NS, check=False)
+    yield NS
+    sandbox.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+
+
+def run(sandbox: SandboxHandle, call: Callable[[KubeClient], Awaitable[T]]) -> T:
+    async def go() -> T:
+        client = KubeClient(load_configuration(str(sandbox.kubeconfig)), concurrency=4)
+        try:
+            return await call(client)
+        finally:
+            await client.close()
+
+    return asyncio.run(go())
+
+
+def gated_pod(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "schedulingGates": [{"name": GANG_GATE}, {"name": "example.com/other"}],
+            "containers": [{"name": "main", "image": "busybox"}],
+        },
+    }
+
+
+def test_create_is_idempotent_and_ungate_removes_only_our_gate(sandbox: SandboxHandle, namespace: str) -> None:
+    body = gated_pod("client-pod")
+    assert run(sandbox, lambda c: c.create_pod(body)) is True
+    assert run(sandbox, lambda c: c.create_pod(body)) is False  # exists: the wanted state already holds
+    run(sandbox, lambda c: c.ungate(namespace, "client-pod"))
+    gates = sandbox.get_json("pod", "-n", namespace, "client-pod")["spec"].get("schedulingGates")
+    assert gates == [{"name": "example.com/other"}]
+    pod = sandbox.get_json("pod", "-n", namespace, "client-pod", "--show-managed-fields")
+    assert any(m.get("manager") == "gputopo-operator" for m in pod["metadata"]["managedFields"])
+    run(sandbox, lambda c: c.delete_pod(namespace, "client-pod", 0))
+    run(sandbox, lambda c: c.delete_pod(namespace, "client-pod", 0))  # gone already: no error
+    run(sandbox, lambda c: c.ungate(namespace, "never-was"))  # nothing to ungate: no error
+
+
+def test_status_writes_and_job_deletion(sandbox: SandboxHandle, namespace: str) -> None:
+    job = {
+        "apiVersion": "gputopo.io/v1alpha1",
+        "kind": "TrainingJob",
+        "metadata": {"name": "client-job", "namespace": namespace},
+        "spec": {"workers": 1, "gpusPerWorker": 1, "template": {"spec": {"containers": [{"name": "m", "image": "x"}]}}},
+    }
+    sandbox.kubectl("apply", "-f", "-", input=json.dumps(job))
+    status = TrainingJobStatus(phase=JobPhase.PENDING, restarts=2)
+    version = run(sandbox, lambda c: c.write_status(namespace, "client-job", status))
+    stored = sandbox.get_json("trainingjob", "-n", namespace, "client-job")
+    assert stored["metadata"]["resourceVersion"] == version
+    assert stored["status"]["phase"] == "Pending" and stored["status"]["restarts"] == 2
+    run(sandbox, lambda c: c.delete_job(namespace, "client-job"))
+    run(sandbox, lambda c: c.delete_job(namespace, "client-job"))
+    with pytest.raises(NotFoundError, match="404 NotFound"):
+        run(sandbox, lambda c: c.write_status(namespace, "client-job", status))
+
+
+def test_errors_are_translated(sandbox: SandboxHandle, namespace: str) -> None:
+    run(sandbox, lambda c: c.ensure_config_map(namespace, "client-cm"))
+    run(sandbox, lambda c: c.ensure_config_map(namespace, "client-cm"))  # exists: fine
+
+    async def create_twice(c: KubeClient) -> None:
+        body = {"metadata": {"name": "client-cm", "namespace": namespace}}
+        await c._request("create", "POST", f"/api/v1/namespaces/{namespace}/configmaps", body=body)
+
+    with pytest.raises(AlreadyExistsError):
+        run(sandbox, create_twice)
+
+    async def stale_update(c: KubeClient) -> None:
+        patch = {"metadata": {"resourceVersion": "1", "labels": {"a": "b"}}}
+        await c._request(
+            "stale",
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/configmaps/client-cm",
+            body=patch,
+            content_type="application/merge-patch+json",
+        )
+
+    with pytest.raises(ConflictError) as conflict:
+        run(sandbox, stale_update)
+    assert not isinstance(conflict.value, AlreadyExistsError)
+
+    bad = gated_pod("Not_A_Name")
+    with pytest.raises(ApiError) as invalid:
+        run(sandbox, lambda c: c.create_pod(bad))
+    assert invalid.value.status == 422 and invalid.value.reason == "Invalid"
+    assert "Not_A_Name" in str(invalid.value)
+
+
+def test_the_finalizer_is_dropped(sandbox: SandboxHandle, namespace: str) -> None:
+    run(sandbox, lambda c: c.ensure_config_map(namespace, "client-fin"))
+    sandbox.kubectl(
+        "patch",
+        "configmap",
+        "-n",
+        namespace,
+        "client-fin",
+        "--type=merge",
+        "-p",
+        '{"metadata":{"finalizers":["gputopo.io/operator","example.com/keep"]}}',
+    )
+    run(sandbox, lambda c: c.drop_finalizer(namespace, "client-fin", "gputopo.io/operator"))
+    meta = sandbox.get_json("configmap", "-n", namespace, "client-fin")["metadata"]
+    assert meta["finalizers"] == ["example.com/keep"]
+    sandbox.kubectl(
+        "patch", "configmap", "-n", namespace, "client-fin", "--type=merge", "-p", '{"metadata":{"finalizers":null}}'
+    )
+    run(sandbox, lambda c: c.drop_finalizer(namespace, "never-was", "gputopo.io/operator"))
+
+
+def test_an_unreachable_server_is_an_api_error_with_status_0(sandbox: SandboxHandle) -> None:
+    configuration = load_configuration(str(sandbox.kubeconfig))
+    configuration.host = "https://127.0.0.1:1"
+
+    async def go() -> None:
+        client = KubeClient(configuration, timeout_seconds=5)
+        try:
+            await client.ensure_config_map(NS, "x")
+        finally:
+            await client.close()
+
+    with pytest.raises(ApiError) as error:
+        asyncio.run(go())
+    assert error.value.status == 0
+
+
+def test_the_reflector_lists_in_pages_and_follows_changes(sandbox: SandboxHandle, namespace: str) -> None:
+    from gputopo.controller.reflector import Reflector
+
+    for i in range(5):
+        sandbox.kubectl("create", "configmap", f"refl-{i}", "-n", namespace, f"--from-literal=v={i}")
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+
+    async def go() -> None:
+        client = KubeClient(load_configuration(str(sandbox.kubeconfig)), concurrency=4)
+        changes: list[int] = []
+        deleted: list[str] = []
+        reflector: Reflector[str] = Reflector(
+            client,
+            "ConfigMaps",
+            path,
+            lambda name, obj, before: str((obj.get("data") or {}).get("v", "")),
+            on_change=lambda: changes.append(1),
+            on_delete=deleted.append,
+            page_size=2,  # five objects: three pages
+            watch_seconds=30,
+        )
+        task = asyncio.create_task(reflector.run())
+        try:
+            await asyncio.wait_for(reflector.synced.wait(), 20)
+            refl = {k: v for k, v in reflector.items.items() if k.startswith("refl-")}
+            assert refl == {f"refl-{i}": str(i) for i in range(5)}
+            assert reflector.lists == 1 and changes
+
+            async def until(what: str, ok: Callable[[], bool]) -> None:
+                for _ in range(200):
+                    if ok():
+                        return
+                    await asyncio.sleep(0.05)
+                raise AssertionError(what)
+
+            await asyncio.to_thread(
+                sandbox.kubectl, "patch", "configmap", "refl-1", "-n", namespace, "-p", '{"data":{"v":"changed"}}'
+            )
+            await until("the change is seen", lambda: reflector.items.get("refl-1") == "changed")
+            await asyncio.to_thread(sandbox.kubectl, "delete", "configmap", "refl-2", "-n", namespace)
+            await until("the deletion is seen", lambda: "refl-2" not in reflector.items)
+            assert deleted == ["refl-2"]
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await client.close()
+
+    asyncio.run(go())
