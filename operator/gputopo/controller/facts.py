@@ -6,6 +6,7 @@ object cannot stop the control loop. They are what the kopf indexes store.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -117,7 +118,7 @@ def node_facts(body: Mapping[str, Any]) -> NodeFacts:
             since = parse_time(cond.get("lastTransitionTime"))
     return NodeFacts(
         name=str(meta.get("name", "")),
-        labels={str(k): str(v) for k, v in _dict(meta.get("labels")).items()},
+        labels={sys.intern(str(k)): sys.intern(str(v)) for k, v in _dict(meta.get("labels")).items()},
         taints=tuple(taints),
         schedulable=not spec.get("unschedulable", False),
         ready=ready,

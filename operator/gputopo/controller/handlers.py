@@ -1,14 +1,15 @@
-"""The kopf side, kept thin: indexes of the watched objects, startup, and the control-loop daemon.
+"""The kopf side, kept thin: indexes of TrainingJobs and pods, startup, and the control-loop daemon.
 
 Indexes parse bodies into frozen facts and poke the loop; the daemon on the operator's ConfigMap runs
-it. kopf peering stops daemons on a replica that is not the leader, so one loop acts at a time.
+it. kopf peering stops daemons on a replica that is not the leader, so one loop acts at a time. Nodes
+and NodeTopologies are not kopf's: the loop's own lean watches (``watches.py``) read them, because
+kopf queues every object's whole body for a worker of its own (~130 MB and ~40 s at 1,000 nodes).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import kopf
@@ -17,22 +18,18 @@ from gputopo.api.group import GPU_RESOURCE, GROUP, LABEL_JOB, VERSION
 from gputopo.controller.facts import (
     JobFacts,
     JobKey,
-    NodeFacts,
     PodFacts,
-    TopologyFacts,
     job_facts,
-    node_facts,
     pod_facts,
 )
 from gputopo.controller.runtime import Runtime, World
 from gputopo.controller.settings import OperatorSettings
-from gputopo.controller.topologies import carry_pod_since, topology_facts
 from gputopo.controller.view import ClusterView
+from gputopo.controller.watches import ClusterWatches
 
 __all__ = ["RUNTIME", "register", "runtime_of"]
 
 RUNTIME = "runtime"  # the memo key of the Runtime
-_TOPOLOGY_CACHE = "topology_cache"
 FINALIZER = f"{GROUP}/operator"  # kopf puts it on the ConfigMap whose daemon runs the control loop
 
 logger = logging.getLogger("gputopo.controller")
@@ -70,11 +67,14 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
     async def startup(memo: kopf.Memo, settings: kopf.OperatorSettings, **_: Any) -> None:
         runtime = make_runtime()
         memo[RUNTIME] = runtime
-        memo[_TOPOLOGY_CACHE] = {}
         ops = runtime.settings
         settings.persistence.finalizer = FINALIZER
         settings.posting.level = logging.WARNING  # decisions are Events of our own
         settings.watching.server_timeout = 300
+        # A worker per object holds that object's last raw body while it idles; 1,000 nodes and their
+        # NodeTopologies kept ~60 MB alive with kopf's 5 s. The indexes keep only small facts.
+        settings.queueing.idle_timeout = ops.object_idle_seconds
+        settings.watching.chunk_size = ops.list_chunk_size
         if not ops.standalone:
             settings.peering.name = ops.peering_name
             settings.peering.mandatory = True
@@ -90,18 +90,21 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
         runtime = memo.get(RUNTIME)
         if isinstance(runtime, Runtime):
             ops = runtime.settings
-            await runtime.client.drop_finalizer(ops.operator_namespace, ops.config_map, FINALIZER)
+            try:
+                await runtime.client.drop_finalizer(ops.operator_namespace, ops.config_map, FINALIZER)
+            finally:
+                await runtime.client.close()
 
     # -- indexes ------------------------------------------------------------------------------------------
 
     @kopf.index(GROUP, VERSION, "trainingjobs", registry=registry, id="training_jobs")
-    def training_jobs(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[JobKey, JobFacts]:
+    async def training_jobs(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[JobKey, JobFacts]:
         facts = job_facts(body)
         _poke(memo)
         return {facts.key: facts}
 
     @kopf.index("v1", "pods", registry=registry, id="job_pods")
-    def job_pods(body: kopf.Body, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> dict[JobKey, PodFacts]:
+    async def job_pods(body: kopf.Body, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> dict[JobKey, PodFacts]:
         if LABEL_JOB not in labels:
             return {}
         facts = pod_facts(body)
@@ -109,40 +112,13 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
         return {(facts.namespace, str(facts.job)): facts}
 
     @kopf.index("v1", "pods", registry=registry, id="gpu_pods")
-    def gpu_pods(body: kopf.Body, spec: kopf.Spec, memo: kopf.Memo, **_: Any) -> dict[str, PodFacts]:
+    async def gpu_pods(body: kopf.Body, spec: kopf.Spec, memo: kopf.Memo, **_: Any) -> dict[str, PodFacts]:
         if not spec.get("nodeName") or not _requests_gpus(spec):
             return {}
         facts = pod_facts(body)
         if facts.job is None:
             _poke(memo)  # a pod that is not ours took GPUs
         return {facts.node: facts}
-
-    @kopf.index("v1", "nodes", registry=registry, id="nodes")
-    def nodes(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, NodeFacts]:
-        facts = node_facts(body)
-        cache: dict[str, NodeFacts] = memo.setdefault("node_cache", {})
-        if cache.get(facts.name) != facts:
-            cache[facts.name] = facts
-            _poke(memo)  # heartbeats change nothing we read; a real change wakes the loop
-        return {facts.name: facts}
-
-    @kopf.index(GROUP, VERSION, "nodetopologies", registry=registry, id="topologies")
-    def topologies(body: kopf.Body, name: str, memo: kopf.Memo, **_: Any) -> dict[str, TopologyFacts]:
-        return {name: _topology(memo, name, body)}
-
-    # Deletions leave the indexes by themselves; these wake the loop for them. Event handlers keep no
-    # state on the objects (change handlers would annotate every Node and NodeTopology).
-    @kopf.on.event("v1", "nodes", registry=registry, id="node_events")
-    def node_event(memo: kopf.Memo, name: str, type: str | None, **_: Any) -> None:
-        if type == "DELETED":
-            memo.setdefault("node_cache", {}).pop(name, None)
-            _poke(memo)
-
-    @kopf.on.event(GROUP, VERSION, "nodetopologies", registry=registry, id="topology_events")
-    def topology_event(memo: kopf.Memo, name: str, type: str | None, **_: Any) -> None:
-        if type == "DELETED":
-            memo.setdefault(_TOPOLOGY_CACHE, {}).pop(name, None)
-            _poke(memo)
 
     # -- the control loop -----------------------------------------------------------------------------------
 
@@ -163,26 +139,27 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
         training_jobs: kopf.Index[JobKey, JobFacts],
         job_pods: kopf.Index[JobKey, PodFacts],
         gpu_pods: kopf.Index[str, PodFacts],
-        nodes: kopf.Index[str, NodeFacts],
-        topologies: kopf.Index[str, TopologyFacts],
         **_: Any,
     ) -> None:
         runtime = runtime_of(memo)
-        logger.info("control loop started (this replica leads)")
+        async with ClusterWatches(
+            runtime.client, runtime.quarantine, runtime.poke, page_size=runtime.settings.list_chunk_size
+        ) as watches:
+            logger.info("control loop started (this replica leads)")
 
-        def read() -> World:
-            return World(
-                jobs={key: _single(store) for key, store in training_jobs.items()},
-                job_pods={key: tuple(store) for key, store in job_pods.items()},
-                view=ClusterView(
-                    topologies={key: _single(store) for key, store in topologies.items()},
-                    nodes={key: _single(store) for key, store in nodes.items()},
-                    pods=tuple(pod for store in gpu_pods.values() for pod in store),
-                ),
-            )
+            def read() -> World:
+                return World(
+                    jobs={key: _single(store) for key, store in training_jobs.items()},
+                    job_pods={key: tuple(store) for key, store in job_pods.items()},
+                    view=ClusterView(
+                        topologies=dict(watches.topologies.items),
+                        nodes=dict(watches.nodes.items),
+                        pods=tuple(pod for store in gpu_pods.values() for pod in store),
+                    ),
+                )
 
-        runtime.poke()
-        await runtime.run(read, lambda: bool(stopped))
+            runtime.poke()
+            await runtime.run(read, lambda: bool(stopped))
         logger.info("control loop stopped: %s", stopped.reason)
 
 
@@ -192,24 +169,3 @@ def _requests_gpus(spec: Mapping[str, Any]) -> bool:
         if GPU_RESOURCE in (resources.get("limits") or {}) or GPU_RESOURCE in (resources.get("requests") or {}):
             return True
     return False
-
-
-def _topology(memo: Any, name: str, body: kopf.Body) -> TopologyFacts:
-    """Parse only what changed: the probe re-publishes ``observedAt`` every interval."""
-    status = dict(body.get("status") or {})
-    raw = {k: v for k, v in status.items() if k not in ("observedAt", "conditions")}
-    cache: dict[str, tuple[dict[str, Any], TopologyFacts]] = memo.setdefault(_TOPOLOGY_CACHE, {})
-    hit = cache.get(name)
-    if hit is not None and hit[0] == raw:
-        return hit[1]  # same content: keep the facts (and the time the content last changed)
-    facts = topology_facts({"metadata": {"name": name}, "status": status})
-    facts = carry_pod_since(hit[1] if hit else None, facts, datetime.now(UTC))
-    cache[name] = (raw, facts)
-    runtime = memo.get(RUNTIME) if hasattr(memo, "get") else None
-    if isinstance(runtime, Runtime):
-        if facts.topology is not None:
-            runtime.quarantine.observe(name, facts.topology, datetime.now(UTC))
-        runtime.poke()
-    if facts.error:
-        logger.warning("NodeTopology %s: %s", name, facts.error)
-    return facts

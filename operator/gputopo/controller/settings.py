@@ -67,6 +67,12 @@ class OperatorSettings(BaseSettings):
         default=0.02, ge=0, description="Events arriving this close together are handled in one pass."
     )
     api_concurrency: int = Field(default=32, ge=1, le=256, description="API requests in flight at once.")
+    list_chunk_size: int = Field(
+        default=100, ge=1, description="Objects per page when kopf lists a kind (bounds the memory of a listing)."
+    )
+    object_idle_seconds: float = Field(
+        default=0.5, gt=0, description="kopf's per-object worker exits after this long without events."
+    )
 
     # -- peering, probes, observability --------------------------------------------------------------------
     peering_name: str = Field(default="gputopo", description="KopfPeering / ClusterKopfPeering object name.")

@@ -7,6 +7,8 @@ node simply offers nothing to new plans.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -19,7 +21,15 @@ from gputopo.controller.facts import TopologyFacts
 from gputopo.topology.convert import from_status
 from gputopo.topology.model import TopologyError
 
-__all__ = ["carry_pod_since", "topology_facts"]
+__all__ = ["carry_pod_since", "content_digest", "topology_facts"]
+
+
+def content_digest(status: Mapping[str, Any]) -> bytes:
+    """What a NodeTopology says, less what the probe re-publishes each interval, as 16 bytes: the facts
+    are rebuilt only when it changes, and no copy of the object is kept to compare with."""
+    content = {k: v for k, v in status.items() if k not in ("observedAt", "conditions")}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 def topology_facts(body: Mapping[str, Any]) -> TopologyFacts:

@@ -1,0 +1,87 @@
+"""The watches of the cluster's hardware: every Node and NodeTopology, as facts, for the control loop.
+
+They run with the control loop (on the leader only) and wake it when something it reads changes: a
+Node's readiness, labels or taints (not its heartbeats), a NodeTopology's content (not its
+``observedAt``). A failure a NodeTopology shows is also noted in the quarantine here, as it arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+
+from gputopo.api.group import GROUP, VERSION
+from gputopo.controller.client import KubeClient
+from gputopo.controller.facts import NodeFacts, TopologyFacts, node_facts
+from gputopo.controller.quarantine import Quarantine
+from gputopo.controller.reflector import Reflector
+from gputopo.controller.topologies import carry_pod_since, content_digest, topology_facts
+
+__all__ = ["ClusterWatches"]
+
+logger = logging.getLogger("gputopo.controller")
+
+
+class ClusterWatches:
+    def __init__(self, client: KubeClient, quarantine: Quarantine, poke: Any, *, page_size: int = 100) -> None:
+        self.quarantine = quarantine
+        self._digests: dict[str, bytes] = {}
+        self.nodes: Reflector[NodeFacts] = Reflector(
+            client, "Nodes", "/api/v1/nodes", self._node, on_change=poke, page_size=page_size
+        )
+        self.topologies: Reflector[TopologyFacts] = Reflector(
+            client,
+            "NodeTopologies",
+            f"/apis/{GROUP}/{VERSION}/nodetopologies",
+            self._topology,
+            on_change=poke,
+            on_delete=self._forget,
+            page_size=page_size,
+        )
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def _forget(self, name: str) -> None:
+        self._digests.pop(name, None)
+
+    @staticmethod
+    def _node(name: str, obj: Mapping[str, Any], before: NodeFacts | None) -> NodeFacts:
+        facts = node_facts(obj)
+        return before if before == facts and before is not None else facts
+
+    def _topology(self, name: str, obj: Mapping[str, Any], before: TopologyFacts | None) -> TopologyFacts:
+        status = obj.get("status")
+        status = status if isinstance(status, Mapping) else {}
+        digest = content_digest(status)
+        if before is not None and self._digests.get(name) == digest:
+            return before  # same content: keep the facts (and the time the content last changed)
+        facts = topology_facts({"metadata": {"name": name}, "status": dict(status)})
+        now = datetime.now(UTC)
+        facts = carry_pod_since(before, facts, now)
+        self._digests[name] = digest
+        if facts.topology is not None:
+            self.quarantine.observe(name, facts.topology, now)
+        if facts.error:
+            logger.warning("NodeTopology %s: %s", name, facts.error)
+        return facts
+
+    async def __aenter__(self) -> ClusterWatches:
+        """Start both watches and return once each has listed its kind once."""
+        self._tasks = [
+            asyncio.create_task(self.nodes.run(), name="watch nodes"),
+            asyncio.create_task(self.topologies.run(), name="watch nodetopologies"),
+        ]
+        await asyncio.gather(self.nodes.synced.wait(), self.topologies.synced.wait())
+        logger.info("watching %d nodes and %d NodeTopologies", len(self.nodes.items), len(self.topologies.items))
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []

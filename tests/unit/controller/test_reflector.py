@@ -1,0 +1,116 @@
+"""The reflector's list-and-watch logic over a scripted API: pages, events, a 410, odd objects, errors."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from gputopo.controller.errors import ApiError
+from gputopo.controller.reflector import Reflector
+
+
+def obj(name: str, value: str, version: str = "1") -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": version}, "data": {"v": value}}
+
+
+class ScriptedApi:
+    """Answers lists from ``lists`` (each a list of pages) and watches from ``watches`` (each a list of
+    events), in order; once the script is over, a watch hangs (the test then cancels the reflector)."""
+
+    def __init__(self, lists: list[list[dict[str, Any]]], watches: list[list[dict[str, Any]] | Exception]) -> None:
+        self.lists, self.watches = lists, watches
+        self.list_params: list[dict[str, str]] = []
+        self.watch_versions: list[str] = []
+
+    async def get(self, what: str, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+        self.list_params.append(dict(params or {}))
+        pages = self.lists[0]
+        page = pages.pop(0)
+        if not pages:
+            self.lists.pop(0)
+        return page
+
+    async def watch(self, what: str, path: str, params: dict[str, str], *, read_timeout: float) -> AsyncIterator[Any]:
+        self.watch_versions.append(params["resourceVersion"])
+        if not self.watches:
+            await asyncio.Event().wait()
+        script = self.watches.pop(0)
+        if isinstance(script, Exception):
+            raise script
+        for event in script:
+            yield event
+
+
+def page(items: list[dict[str, Any]], version: str, token: str = "") -> dict[str, Any]:
+    return {"items": items, "metadata": {"resourceVersion": version, "continue": token}}
+
+
+def parse(name: str, o: Mapping[str, Any], before: str | None) -> str:
+    value = str(o["data"]["v"])
+    if value == "boom":
+        raise ValueError("odd object")
+    return value
+
+
+async def drive(api: ScriptedApi, until: Any) -> Reflector[str]:
+    changes: list[int] = []
+    reflector: Reflector[str] = Reflector(
+        api, "Things", "/things", parse, on_change=lambda: changes.append(1), page_size=2, max_backoff=0.01
+    )  # type: ignore[arg-type]
+    task = asyncio.create_task(reflector.run())
+    for _ in range(400):
+        if until(reflector):
+            break
+        await asyncio.sleep(0.005)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    reflector.changes = len(changes)  # type: ignore[attr-defined]
+    return reflector
+
+
+def test_pages_then_events() -> None:
+    api = ScriptedApi(
+        lists=[[page([obj("a", "1"), obj("b", "2")], "10", token="t"), page([obj("c", "3")], "10")]],
+        watches=[
+            [
+                {"type": "MODIFIED", "object": obj("a", "1b", "11")},
+                {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "15"}}},
+                {"type": "DELETED", "object": obj("b", "2", "16")},
+                {"type": "ADDED", "object": obj("d", "boom", "17")},  # cannot be read: skipped, nothing lost
+            ],
+        ],
+    )
+    r = asyncio.run(drive(api, lambda r: len(api.watch_versions) == 2))
+    assert r.items == {"a": "1b", "c": "3"}
+    assert api.list_params == [{"limit": "2"}, {"limit": "2", "continue": "t"}]
+    assert api.watch_versions == ["10", "17"]  # resumed from the last version seen, bookmarks included
+
+
+def test_a_410_lists_again_and_lets_go_of_what_vanished() -> None:
+    api = ScriptedApi(
+        lists=[[page([obj("a", "1"), obj("b", "2")], "10")], [page([obj("a", "1")], "30")]],
+        watches=[[{"type": "ERROR", "object": {"code": 410, "message": "too old resource version"}}]],
+    )
+    deleted: list[str] = []
+
+    async def go() -> Reflector[str]:
+        reflector: Reflector[str] = Reflector(api, "Things", "/things", parse, on_delete=deleted.append)  # type: ignore[arg-type]
+        task = asyncio.create_task(reflector.run())
+        while reflector.lists < 2:
+            await asyncio.sleep(0.005)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return reflector
+
+    r = asyncio.run(asyncio.wait_for(go(), 5))
+    assert r.items == {"a": "1"} and deleted == ["b"]
+
+
+def test_api_errors_back_off_and_list_again() -> None:
+    api = ScriptedApi(
+        lists=[[page([obj("a", "1")], "10")], [page([obj("a", "2")], "20")]],
+        watches=[ApiError("watch Things: connection reset", 0)],
+    )
+    r = asyncio.run(drive(api, lambda r: r.lists == 2))
+    assert r.items == {"a": "2"} and r.lists == 2
