@@ -45,7 +45,7 @@ from kubernetes import watch as k8s_watch
 
 from gputopo.api.group import GPU_RESOURCE, LABEL_JOB
 from gputopo.api.nodetopology import NodeTopologyStatus
-from gputopo.controller.client import load_api_client
+from gputopo.controller.client import load_configuration
 from gputopo.controller.testing import training_job
 from gputopo.placement.types import DEFAULT_TIERS
 from gputopo.sandbox import Sandbox
@@ -222,6 +222,13 @@ class PodClock:
                     return
                 _log(f"pod watch: {error!r}; reconnecting")
                 time.sleep(0.2)
+
+
+def _placed_reason(job: dict[str, Any]) -> str:
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Placed":
+            return f"{cond.get('reason')} ({str(cond.get('message', ''))[:80]})"
+    return "no Placed condition yet"
 
 
 def settle(count: Callable[[], int], expected: int, t0: float, quiet: float, deadline: float) -> str:
@@ -482,7 +489,7 @@ def part_speed(args: argparse.Namespace, trace: Sequence[Job]) -> dict[str, Any]
         t0 = time.monotonic()
         status = box.up(nodes=args.nodes, profile="mixed", probes=True, operator=False, wait=300)
         up_s = time.monotonic() - t0
-        api = load_api_client(str(box.kubeconfig))
+        api = k8s.ApiClient(load_configuration(str(box.kubeconfig)))
         core: Any = k8s.CoreV1Api(api)
         custom: Any = k8s.CustomObjectsApi(api)
         capacity = read_cluster(core, custom)
@@ -524,7 +531,7 @@ def part_memory(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.monotonic()
         status = box.up(nodes=args.mem_nodes, profile="mixed", probes=True, operator=False, probe_interval=5, wait=600)
         up_s = time.monotonic() - t0
-        api = load_api_client(str(box.kubeconfig))
+        api = k8s.ApiClient(load_configuration(str(box.kubeconfig)))
         core: Any = k8s.CoreV1Api(api)
         custom: Any = k8s.CustomObjectsApi(api)
         box.kubectl("create", "namespace", NS_MEMORY, check=False)
@@ -554,7 +561,10 @@ def part_memory(args: argparse.Namespace) -> dict[str, Any]:
             t_submit = time.monotonic()
             box.kubectl("create", "-f", "-", input=json.dumps(training_jobs(jobs, NS_MEMORY)), timeout=600)
             submit_s = time.monotonic() - t_submit
-            why = settle(clock.running, sum(j.workers for j in jobs), t_submit, args.mem_quiet, args.mem_deadline)
+            # The deadline counts from the end of the submission: creating 1,000 objects can take minutes.
+            why = settle(
+                clock.running, sum(j.workers for j in jobs), time.monotonic(), args.mem_quiet, args.mem_deadline
+            )
             steady_after = time.monotonic() - t_submit
             clock.stop()
             stage[0] = "steady"
@@ -562,6 +572,13 @@ def part_memory(args: argparse.Namespace) -> dict[str, Any]:
                 "gputopo.io", "v1alpha1", NS_MEMORY, "trainingjobs"
             )
             phases = Counter(str((item.get("status") or {}).get("phase")) for item in listed["items"])
+            # Why the jobs that are not Running are where they are: the reason of their Placed condition.
+            reasons = Counter(
+                f"{(item.get('status') or {}).get('phase')}: {_placed_reason(item)}"
+                for item in listed["items"]
+                if (item.get("status") or {}).get("phase") != "Running"
+            )
+            restarted = sum(1 for item in listed["items"] if int((item.get("status") or {}).get("restarts") or 0) > 0)
             steady: list[float] = []
             for _ in range(int(args.steady_samples)):
                 steady.append(rss_mib(pid)[0])
@@ -584,6 +601,8 @@ def part_memory(args: argparse.Namespace) -> dict[str, Any]:
             "steady_because": why,
             "pods_running": clock.running(),
             "phases": dict(phases),
+            "not_running_reasons": dict(reasons.most_common(8)),
+            "jobs_restarted": restarted,
             "idle_rss_mib": idle_rss,
             "idle_hwm_mib": idle_hwm,
             "steady_rss_mib": rss,
@@ -831,8 +850,18 @@ def markdown(report: dict[str, Any]) -> str:
             f"A separate {memory['nodes']}-node `mixed` sandbox, fake probes every {memory['probe_interval_s']} s, "
             f"the operator watching all namespaces; {memory['jobs']} jobs of {memory['job_shape']} GPUs submitted "
             f"at once ({memory['submit_seconds']:.1f} s to submit), read {memory['steady_after_s']:.0f} s after "
-            f"submission began ({memory['steady_because']}) with {memory['pods_running']} pods Running, job phases "
-            f"{memory['phases']}.",
+            f"submission began ({memory['steady_because']}, counted from the end of the submission) with "
+            f"{memory['pods_running']} pods Running, job phases {memory['phases']}; "
+            f"{memory.get('jobs_restarted', 0)} jobs restarted at least once; control loop up "
+            f"{memory['control_loop_up_s']:.1f} s after the operator started.",
+            "",
+            "Jobs not Running, by phase and the reason of their `Placed` condition: "
+            + (
+                "; ".join(f"{k}: {v} jobs" for k, v in memory.get("not_running_reasons", {}).items())
+                if memory.get("not_running_reasons")
+                else "none"
+            )
+            + ".",
             "",
             "| operator process | VmRSS (MiB) | VmHWM (MiB) |",
             "|---|---|---|",
