@@ -8,6 +8,7 @@ kopf queues every object's whole body for a worker of its own (~130 MB and ~40 s
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -142,6 +143,9 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
         **_: Any,
     ) -> None:
         runtime = runtime_of(memo)
+        if not runtime.settings.standalone and runtime.settings.leader_settle_seconds > 0:
+            # kopf cancels this daemon if a peer of higher priority shows up meanwhile.
+            await asyncio.sleep(runtime.settings.leader_settle_seconds)
         async with ClusterWatches(
             runtime.client, runtime.quarantine, runtime.poke, page_size=runtime.settings.list_chunk_size
         ) as watches:

@@ -80,6 +80,12 @@ class OperatorSettings(BaseSettings):
     priority: int | None = Field(default=None, description="Peering priority; random when unset.")
     identity: str | None = Field(default=None, description="Peering identity; set it to the pod name.")
     peering_lifetime_seconds: int = Field(default=30, ge=5, description="When a silent peer counts as dead.")
+    leader_settle_seconds: float = Field(
+        default=3.0,
+        ge=0,
+        description="A replica that finds itself leading waits this long before it acts: replicas started "
+        "together each lead until they have seen the other's peering record.",
+    )
     metrics_port: int = Field(default=9090, ge=0, le=65535, description="Prometheus /metrics; 0 disables.")
     liveness_port: int = Field(default=8080, ge=0, le=65535, description="kopf liveness /healthz; 0 disables.")
     log_format: str = Field(default="json", pattern="^(json|plain|full)$")
