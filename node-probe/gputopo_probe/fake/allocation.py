@@ -67,13 +67,19 @@ def _planned(pod: Mapping[str, Any]) -> list[int] | None:
         return None
 
 
+def _key(pod: Mapping[str, Any]) -> tuple[str, str, str]:
+    """A pod as the kubelet knows it: by UID, since a pod deleted and created again keeps its name."""
+    meta = pod.get("metadata", {})
+    return (str(meta.get("namespace", "")), str(meta.get("name", "")), str(meta.get("uid", "")))
+
+
 class FakeAllocator:
     """The fake kubelet device manager of one node: pods in, GPU indices out; thread-safe."""
 
     def __init__(self, topology: Topology, mode: AllocationMode = "plan") -> None:
         self.topology = topology
         self.mode = mode
-        self._held: dict[tuple[str, str], list[int]] = {}
+        self._held: dict[tuple[str, str, str], list[int]] = {}  # (namespace, name, uid) -> GPUs
         self._lock = threading.Lock()
 
     def free(self) -> list[int]:
@@ -82,7 +88,7 @@ class FakeAllocator:
 
     def observe(self, event: str, pod: Mapping[str, Any]) -> None:
         meta = pod.get("metadata", {})
-        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        key = _key(pod)
         phase = (pod.get("status") or {}).get("phase")
         with self._lock:
             if event == "DELETED" or phase in _TERMINAL or meta.get("deletionTimestamp"):
@@ -104,9 +110,7 @@ class FakeAllocator:
 
     def resync(self, pods: list[Mapping[str, Any]]) -> None:
         """Make the held set match a fresh list of the node's pods: a pod deleted while no watch ran is let go."""
-        present = {
-            (str(p.get("metadata", {}).get("namespace", "")), str(p.get("metadata", {}).get("name", ""))) for p in pods
-        }
+        present = {_key(p) for p in pods}
         with self._lock:
             for key in set(self._held) - present:
                 del self._held[key]
@@ -115,4 +119,4 @@ class FakeAllocator:
 
     def pods(self) -> list[PodGpus]:
         with self._lock:
-            return [PodGpus(namespace=ns, name=name, gpus=list(g)) for (ns, name), g in sorted(self._held.items())]
+            return [PodGpus(namespace=ns, name=name, gpus=list(g)) for (ns, name, _), g in sorted(self._held.items())]

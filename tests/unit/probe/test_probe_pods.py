@@ -18,9 +18,16 @@ from gputopo_probe.podresources import api_pb2
 from gputopo_probe.podresources.client import PodResourcesClient
 
 
-def pod(name: str, gpus: int, plan: str | None = None, node: str = "node-1", phase: str = "Pending") -> dict[str, Any]:
+def pod(
+    name: str, gpus: int, plan: str | None = None, node: str = "node-1", phase: str = "Pending", uid: str = ""
+) -> dict[str, Any]:
     return {
-        "metadata": {"namespace": "ml", "name": name, "annotations": {"gputopo.io/gpus": plan} if plan else {}},
+        "metadata": {
+            "namespace": "ml",
+            "name": name,
+            "uid": uid or f"uid-{name}",
+            "annotations": {"gputopo.io/gpus": plan} if plan else {},
+        },
         "spec": {"nodeName": node, "containers": [{"resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
         "status": {"phase": phase},
     }
@@ -61,6 +68,15 @@ def test_resync_lets_go_of_pods_deleted_while_no_watch_ran() -> None:
         PodGpus(namespace="ml", name="kept", gpus=[2, 3]),
         PodGpus(namespace="ml", name="new", gpus=[4, 5]),
     ]
+
+
+def test_a_pod_made_again_under_its_name_gets_its_own_plan() -> None:
+    """A gang re-placed with grace 0 is deleted and created again under the same names; a list that sees
+    only the new pod (the deletion fell between two watches) must not hand it the old pod's GPUs."""
+    allocator = FakeAllocator(hgx())
+    allocator.observe("ADDED", pod("job-0", 2, "0,1", uid="first"))
+    allocator.resync([pod("job-0", 2, "2,3", uid="second")])
+    assert allocator.pods() == [PodGpus(namespace="ml", name="job-0", gpus=[2, 3])]
 
 
 @pytest.mark.parametrize(
