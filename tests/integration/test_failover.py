@@ -63,7 +63,7 @@ def test_link_down_in_a_used_pair_re_places_on_healthy_gpus(sandbox: SandboxHand
     a, b = _worker(jobs, "linkjob")["gpus"]
     link_fault(sandbox.sandbox, node, a, b, "down")
     try:
-        status = jobs.wait("restart counted", lambda: (s := jobs.status("linkjob")).get("restarts") == 1 and s)
+        status = jobs.wait("restart counted", lambda: (s := jobs.status("linkjob")).get("restarts", 0) >= 1 and s)
         jobs.wait_running_pods("linkjob", 1, timeout=60)
         status = jobs.wait_phase("linkjob", "Running")
         assert not {a, b} <= set(status["placement"]["workers"][0]["gpus"])

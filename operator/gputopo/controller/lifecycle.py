@@ -29,6 +29,8 @@ from gputopo.topology.views import nearest_nics
 
 __all__ = ["Config", "JobStep", "Restart", "step"]
 
+_API_TIME_RESOLUTION = timedelta(seconds=1)  # metav1.Time is serialised in whole seconds
+
 TERMINAL = (JobPhase.SUCCEEDED, JobPhase.FAILED)
 
 
@@ -215,6 +217,9 @@ def _placed_step(
         out.actions.service = service_manifest(job.name, job.namespace, job.uid, spec)
         for worker in missing:
             out.actions.pods.append(pod_manifest(job.name, job.namespace, job.uid, spec, placement, worker))
+        out.actions.ungate_once_created = [
+            pod_name(job.name, w.rank) for w in placement.workers if w.rank not in current or current[w.rank].gated
+        ]
         status.phase = JobPhase.PLACING
         return _with_faults(s, spec, placement, view, config)
 
@@ -270,9 +275,15 @@ def _follow_reality(
         pod = current.get(worker.rank)
         facts = view.topologies.get(pod.node) if pod and pod.node else None
         # Believe a report published after this pod was bound: pods reuse names across generations, and
-        # an older report is about the previous pod of the same name.
+        # an older report is about the previous pod of the same name. The API server keeps condition times
+        # in whole seconds, so "after" means a second past the truncated binding time.
         since = view.real_since(pod.namespace, pod.name, pod.node) if pod and pod.node else None
-        fresh = pod is not None and since is not None and pod.scheduled_at is not None and since > pod.scheduled_at
+        fresh = (
+            pod is not None
+            and since is not None
+            and pod.scheduled_at is not None
+            and since >= pod.scheduled_at + _API_TIME_RESOLUTION
+        )
         real = view.real_gpus(pod.namespace, pod.name, pod.node) if pod and fresh else None
         if real is not None and real and sorted(real) != sorted(worker.gpus):
             nics = list(worker.nics)

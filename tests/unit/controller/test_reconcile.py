@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
 import pytest
 from controller_builders import T0, at, cluster, foreign_pod, job, pod
@@ -113,6 +114,8 @@ def test_gates_are_removed_only_when_the_whole_gang_exists() -> None:
     half = [pod(j, 0, gpus=tuple(range(8)), gated=True)]
     actions = actions_of(run([j], view, half), "big")
     assert actions.ungate == [] and [p["metadata"]["name"] for p in actions.pods] == ["big-1"]
+    # Once big-1 is created the gang is whole: the client lifts both gates right after creating it.
+    assert actions.ungate_once_created == ["big-0", "big-1"]
     whole = [*half, pod(j, 1, gpus=tuple(range(8)), gated=True)]
     assert actions_of(run([j], view, whole), "big").ungate == ["big-0", "big-1"]
 
@@ -269,6 +272,16 @@ def test_a_report_older_than_the_pod_is_about_the_previous_pod_of_that_name() ->
     j = job("llm", gpus=2, status=running(placement))
     builder = cluster().node("n1").holds("n1", "default", "llm-0", [4, 5])
     builder.observed_at = T0
+    assert run([j], builder.view(), gang(j, placement)).actions == []
+
+
+def test_a_report_from_the_second_the_pod_was_bound_is_not_believed() -> None:
+    """Condition times are whole seconds: a pod bound at T0.9 reads as bound at T0, so a report of the
+    previous pod of that name from T0.5 must not pass for news about this one."""
+    placement = placed([("n1", [0, 1])])
+    j = job("llm", gpus=2, status=running(placement))
+    builder = cluster().node("n1").holds("n1", "default", "llm-0", [4, 5])
+    builder.observed_at = T0 + timedelta(milliseconds=500)
     assert run([j], builder.view(), gang(j, placement)).actions == []
 
 
