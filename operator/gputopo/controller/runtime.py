@@ -147,8 +147,9 @@ class Runtime:
             await asyncio.gather(*(client.delete_pod(namespace, d.name, d.grace_seconds) for d in actions.deletions))
             if actions.pods and actions.service is not None:
                 await client.create_service(actions.service)
-            await asyncio.gather(*(client.create_pod(body) for body in actions.pods))
-            await asyncio.gather(*(client.ungate(namespace, pod) for pod in actions.ungate))
+            await asyncio.gather(*(client.create_pod(body) for body in actions.pods))  # raises unless all exist
+            ungate = [*actions.ungate, *(actions.ungate_once_created if actions.pods else ())]
+            await asyncio.gather(*(client.ungate(namespace, pod) for pod in ungate))
             if actions.delete_job:
                 await client.delete_job(namespace, name)
         except ApiError as exc:
