@@ -92,6 +92,11 @@ def _error(status: int, text: str, what: str) -> ApiError:
     return ApiError(full, status, reason)
 
 
+def _transport_error(what: str, exc: BaseException) -> ApiError:
+    """No answer at all (refused, reset, timed out): status 0."""
+    return ApiError(f"{what}: {type(exc).__name__}: {exc}", 0, type(exc).__name__)
+
+
 def _path(*parts: str) -> str:
     return "/" + "/".join(quote(part, safe="") for part in parts)
 
@@ -129,6 +134,13 @@ class KubeClient:
             self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
         return self._session
 
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": JSON}
+        authorization = _authorization(self._configuration)
+        if authorization:
+            headers["Authorization"] = authorization
+        return headers
+
     async def _request(
         self,
         what: str,
@@ -139,10 +151,7 @@ class KubeClient:
         content_type: str = JSON,
         params: dict[str, str] | None = None,
     ) -> dict[str, Any]:
-        headers = {"Accept": JSON}
-        authorization = _authorization(self._configuration)
-        if authorization:
-            headers["Authorization"] = authorization
+        headers = self._headers()
         data = None
         if body is not None:
             headers["Content-Type"] = content_type
@@ -156,7 +165,7 @@ class KubeClient:
                     if response.status >= 400:
                         raise _error(response.status, text, what)
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                raise ApiError(f"{what}: {type(exc).__name__}: {exc}", 0, type(exc).__name__) from exc
+                raise _transport_error(what, exc) from exc
         try:
             result = json.loads(text) if text else {}
         except ValueError as exc:
@@ -172,14 +181,10 @@ class KubeClient:
 
         Ends when the server closes the stream; raises ``ApiError`` when it refuses or the connection breaks.
         """
-        headers = {"Accept": JSON}
-        authorization = _authorization(self._configuration)
-        if authorization:
-            headers["Authorization"] = authorization
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=read_timeout)
         try:
             async with self._session_now().get(
-                self._server + path, params={**params, "watch": "true"}, headers=headers, timeout=timeout
+                self._server + path, params={**params, "watch": "true"}, headers=self._headers(), timeout=timeout
             ) as response:
                 if response.status >= 400:
                     raise _error(response.status, await response.text(), what)
@@ -194,7 +199,7 @@ class KubeClient:
                             except ValueError as exc:
                                 raise ApiError(f"{what}: a watch event is not JSON", response.status) from exc
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise ApiError(f"{what}: {type(exc).__name__}: {exc}", 0, type(exc).__name__) from exc
+            raise _transport_error(what, exc) from exc
 
     async def _request_unless(self, tolerated: type[ApiError], what: str, method: str, path: str, **kw: Any) -> bool:
         """``_request``, where ``tolerated`` (already exists, not found) is an outcome: False when it was raised."""
