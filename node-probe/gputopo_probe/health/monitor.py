@@ -89,6 +89,9 @@ class HealthMonitor:
         self._link_errors: dict[tuple[int, int], int] = {}
         self._reasons: dict[int, str] = {}
         self.view = HealthView(inventory.topology)
+        # Some link, NIC or GPU read worse than its state and is not confirmed yet. Set by each poll (only a
+        # poll changes the hysteresis), so the runner asks every node each tick without scanning its tracks.
+        self.confirming = False
 
     def close(self) -> None:
         self.xids.stop()
@@ -96,11 +99,6 @@ class HealthMonitor:
     @property
     def settled(self) -> bool:
         return self.links.settled and self.nics.settled and self.gpus.settled
-
-    @property
-    def confirming(self) -> bool:
-        """Some link, NIC or GPU read worse than its state and is not confirmed yet."""
-        return self.links.confirming or self.nics.confirming or self.gpus.confirming
 
     def _erroring_links(self, gpu: int, reading: GpuReading) -> set[int]:
         """Links of ``gpu`` whose replay/recovery counters rose; per-link counters are read only on a rise."""
@@ -182,4 +180,5 @@ class HealthMonitor:
             if current_nic is not nic.state:
                 topology = topology.with_nic_state(nic.name, current_nic)
         self.view = HealthView(topology, details)
+        self.confirming = self.links.confirming or self.nics.confirming or self.gpus.confirming
         return out
