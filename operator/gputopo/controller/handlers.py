@@ -72,8 +72,8 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
         settings.persistence.finalizer = FINALIZER
         settings.posting.level = logging.WARNING  # decisions are Events of our own
         settings.watching.server_timeout = 300
-        # A worker per object holds that object's last raw body while it idles; 1,000 nodes and their
-        # NodeTopologies kept ~60 MB alive with kopf's 5 s. The indexes keep only small facts.
+        # A worker per object (TrainingJobs, pods) holds that object's last raw body while it idles, for
+        # kopf's default of 5 s; the indexes keep only small facts, so let the bodies go sooner.
         settings.queueing.idle_timeout = ops.object_idle_seconds
         settings.watching.chunk_size = ops.list_chunk_size
         if not ops.standalone:

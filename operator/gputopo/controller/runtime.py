@@ -148,8 +148,9 @@ class Runtime:
             if actions.pods and actions.service is not None:
                 await client.create_service(actions.service)
             await asyncio.gather(*(client.create_pod(body) for body in actions.pods))  # raises unless all exist
-            ungate = [*actions.ungate, *(actions.ungate_once_created if actions.pods else ())]
-            await asyncio.gather(*(client.ungate(namespace, pod) for pod in ungate))
+            await asyncio.gather(
+                *(client.ungate(namespace, pod) for pod in (*actions.ungate, *actions.ungate_once_created))
+            )
             if actions.delete_job:
                 await client.delete_job(namespace, name)
         except ApiError as exc:

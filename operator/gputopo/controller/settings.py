@@ -68,7 +68,9 @@ class OperatorSettings(BaseSettings):
     )
     api_concurrency: int = Field(default=32, ge=1, le=256, description="API requests in flight at once.")
     list_chunk_size: int = Field(
-        default=100, ge=1, description="Objects per page when kopf lists a kind (bounds the memory of a listing)."
+        default=100,
+        ge=1,
+        description="Objects per page of a list, kopf's and the node watches' (bounds a listing's memory).",
     )
     object_idle_seconds: float = Field(
         default=0.5, gt=0, description="kopf's per-object worker exits after this long without events."

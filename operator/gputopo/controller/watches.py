@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
@@ -27,7 +27,9 @@ logger = logging.getLogger("gputopo.controller")
 
 
 class ClusterWatches:
-    def __init__(self, client: KubeClient, quarantine: Quarantine, poke: Any, *, page_size: int = 100) -> None:
+    def __init__(
+        self, client: KubeClient, quarantine: Quarantine, poke: Callable[[], None], *, page_size: int = 100
+    ) -> None:
         self.quarantine = quarantine
         self._digests: dict[str, bytes] = {}
         self.nodes: Reflector[NodeFacts] = Reflector(
@@ -49,8 +51,7 @@ class ClusterWatches:
 
     @staticmethod
     def _node(name: str, obj: Mapping[str, Any], before: NodeFacts | None) -> NodeFacts:
-        facts = node_facts(obj)
-        return before if before == facts and before is not None else facts
+        return node_facts(obj)  # equal facts (a heartbeat) are no change to the reflector: no poke
 
     def _topology(self, name: str, obj: Mapping[str, Any], before: TopologyFacts | None) -> TopologyFacts:
         status = obj.get("status")
