@@ -49,6 +49,7 @@ from gputopo.controller.client import load_configuration
 from gputopo.controller.testing import training_job
 from gputopo.placement.types import DEFAULT_TIERS
 from gputopo.sandbox import Sandbox
+from gputopo.sandbox.processes import rss_mib
 from gputopo.topology import Topology, estimate_gang, from_status
 
 REPORTS = Path(__file__).parent / "reports"
@@ -76,16 +77,6 @@ def _median(values: Sequence[float]) -> float | None:
 
 def _mean(values: Sequence[float]) -> float | None:
     return statistics.fmean(values) if values else None
-
-
-def rss_mib(pid: int) -> tuple[float, float]:
-    """(VmRSS, VmHWM) of a process in MiB, from /proc."""
-    values = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            values[key] = int(rest.split()[0]) / 1024
-    return values["VmRSS"], values["VmHWM"]
 
 
 # -- the trace --------------------------------------------------------------------------------------------------

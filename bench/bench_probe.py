@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gputopo.sandbox.processes import rss_mib
 from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.fake.faults import FaultStore
 from gputopo_probe.fake.node import FakeNode
@@ -36,16 +37,6 @@ EIGHT_GPU = [
     "dgx1-v100-8gpu-cubemesh-4xmlx5.txt",
     "8xRTX4090-pcie-dual-socket-all-sys.txt",
 ]
-
-
-def rss_mib(pid: int | str = "self") -> tuple[float, float]:
-    """(VmRSS, VmHWM) in MiB from /proc."""
-    values = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            values[key] = int(rest.split()[0]) / 1024
-    return values["VmRSS"], values["VmHWM"]
 
 
 def poll_cpu(runs: int) -> list[dict[str, Any]]:

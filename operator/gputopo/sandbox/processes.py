@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["alive", "start", "stop"]
+__all__ = ["alive", "rss_mib", "start", "stop"]
 
 
 def _pid(pid_file: Path) -> int | None:
@@ -81,3 +81,13 @@ def stop(pid_file: Path, *, timeout: float = 10.0, sig: int = signal.SIGTERM) ->
         os.waitpid(pid, os.WNOHANG)
     pid_file.unlink(missing_ok=True)
     return True
+
+
+def rss_mib(pid: int | str = "self") -> tuple[float, float]:
+    """(VmRSS, VmHWM) of a process in MiB, from /proc."""
+    values = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            values[key] = int(rest.split()[0]) / 1024
+    return values["VmRSS"], values["VmHWM"]
