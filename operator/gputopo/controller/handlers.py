@@ -16,16 +16,16 @@ from typing import Any
 import kopf
 
 from gputopo.api.group import GPU_RESOURCE, GROUP, LABEL_JOB, VERSION
-from gputopo.controller.facts import (
+from gputopo.control.facts import (
     JobFacts,
     JobKey,
     PodFacts,
     job_facts,
     pod_facts,
 )
+from gputopo.control.view import ClusterView
 from gputopo.controller.runtime import Runtime, World
 from gputopo.controller.settings import OperatorSettings
-from gputopo.controller.view import ClusterView
 from gputopo.controller.watches import ClusterWatches
 
 __all__ = ["RUNTIME", "register", "runtime_of"]

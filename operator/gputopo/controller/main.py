@@ -11,10 +11,10 @@ from typing import Any, cast
 
 import kopf
 
+from gputopo.control.quarantine import Quarantine
 from gputopo.controller.client import KubeClient, load_configuration
 from gputopo.controller.errors import ApiError
 from gputopo.controller.handlers import register
-from gputopo.controller.quarantine import Quarantine
 from gputopo.controller.runtime import Runtime
 from gputopo.controller.settings import OperatorSettings
 from gputopo.placement import place

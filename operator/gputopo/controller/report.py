@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from gputopo.controller.facts import job_facts
+from gputopo.control.facts import job_facts
 
 __all__ = ["placement_rows", "placement_table"]
 

@@ -15,19 +15,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from gputopo.controller.actions import JobActions
+from gputopo.control.actions import JobActions
+from gputopo.control.facts import JobFacts, JobKey, PodFacts
+from gputopo.control.ledger import Ledger, PlannedGang
+from gputopo.control.lifecycle import Config
+from gputopo.control.quarantine import Quarantine
+from gputopo.control.queue import PlaceFn
+from gputopo.control.reconcile import Pass, run_pass
+from gputopo.control.statuscache import StatusCache
+from gputopo.control.view import ClusterView
 from gputopo.controller.client import KubeClient
 from gputopo.controller.errors import ApiError
-from gputopo.controller.facts import JobFacts, JobKey, PodFacts
-from gputopo.controller.ledger import Ledger, PlannedGang
-from gputopo.controller.lifecycle import Config
 from gputopo.controller.metrics import Metrics
-from gputopo.controller.quarantine import Quarantine
-from gputopo.controller.queue import PlaceFn
-from gputopo.controller.reconcile import Pass, run_pass
 from gputopo.controller.settings import OperatorSettings
-from gputopo.controller.statuscache import StatusCache
-from gputopo.controller.view import ClusterView
 
 __all__ = ["Runtime", "World"]
 

@@ -15,11 +15,11 @@ from types import TracebackType
 from typing import Any
 
 from gputopo.api.group import GROUP, VERSION
+from gputopo.control.facts import NodeFacts, TopologyFacts, node_facts
+from gputopo.control.quarantine import Quarantine
+from gputopo.control.topologies import carry_pod_since, content_digest, topology_facts
 from gputopo.controller.client import KubeClient
-from gputopo.controller.facts import NodeFacts, TopologyFacts, node_facts
-from gputopo.controller.quarantine import Quarantine
 from gputopo.controller.reflector import Reflector
-from gputopo.controller.topologies import carry_pod_since, content_digest, topology_facts
 
 __all__ = ["ClusterWatches"]
 

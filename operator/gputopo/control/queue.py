@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from gputopo.controller.facts import JobKey
+from gputopo.control.facts import JobKey
 from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable
 
 __all__ = ["Outcome", "QueuedJob", "drain", "order"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from gputopo.api.nodetopology import NicState
 from gputopo.api.trainingjob import WorkerPlacement
-from gputopo.controller.facts import NodeFacts, TopologyFacts
+from gputopo.control.facts import NodeFacts, TopologyFacts
 from gputopo.placement.gang import NodeShare, score_gang
 from gputopo.placement.types import NodeInfo, Snapshot, TierConfig
 from gputopo.topology.model import Topology

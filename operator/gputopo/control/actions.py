@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gputopo.api.trainingjob import TrainingJobStatus
-from gputopo.controller.facts import JobKey
+from gputopo.control.facts import JobKey
 
 __all__ = ["EventNote", "JobActions", "PodDeletion"]
 

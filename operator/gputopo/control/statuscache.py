@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gputopo.api.trainingjob import TrainingJobStatus
-from gputopo.controller.facts import JobFacts, JobKey
+from gputopo.control.facts import JobFacts, JobKey
 
 __all__ = ["StatusCache"]
 

@@ -13,8 +13,8 @@ from enum import StrEnum
 
 from gputopo.api.nodetopology import GpuHealthState, LinkState, NicState
 from gputopo.api.trainingjob import FailurePolicy, LinkFailureAction, WorkerPlacement
-from gputopo.controller.bandwidth import GangEstimate
-from gputopo.controller.facts import NodeFacts, TopologyFacts
+from gputopo.control.bandwidth import GangEstimate
+from gputopo.control.facts import NodeFacts, TopologyFacts
 
 __all__ = [
     "Action",

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from gputopo.controller.facts import JobKey
+from gputopo.control.facts import JobKey
 
 __all__ = ["Ledger", "PlannedGang"]
 

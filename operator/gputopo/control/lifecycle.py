@@ -17,13 +17,13 @@ from datetime import datetime, timedelta
 
 from gputopo.api.conditions import Condition, set_condition
 from gputopo.api.trainingjob import JobPhase, Placement, TrainingJobSpec, TrainingJobStatus
-from gputopo.controller.actions import JobActions, PodDeletion
-from gputopo.controller.bandwidth import estimate_workers
-from gputopo.controller.facts import JobFacts, PodFacts
-from gputopo.controller.failure import Action, backoff_delay, decide, faults_under
-from gputopo.controller.pods import pod_manifest, pod_name, service_manifest
-from gputopo.controller.validation import problems
-from gputopo.controller.view import ClusterView
+from gputopo.control.actions import JobActions, PodDeletion
+from gputopo.control.bandwidth import estimate_workers
+from gputopo.control.facts import JobFacts, PodFacts
+from gputopo.control.failure import Action, backoff_delay, decide, faults_under
+from gputopo.control.pods import pod_manifest, pod_name, service_manifest
+from gputopo.control.validation import problems
+from gputopo.control.view import ClusterView
 from gputopo.placement.types import TierConfig
 from gputopo.topology.views import nearest_nics
 

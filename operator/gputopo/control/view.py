@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from gputopo.controller.facts import NodeFacts, PodFacts, TopologyFacts
-from gputopo.controller.ledger import PlannedGang
-from gputopo.controller.quarantine import Quarantine
+from gputopo.control.facts import NodeFacts, PodFacts, TopologyFacts
+from gputopo.control.ledger import PlannedGang
+from gputopo.control.quarantine import Quarantine
 from gputopo.placement.types import NodeInfo, Snapshot, TierConfig
 
 __all__ = ["ClusterView", "build_snapshot", "used_gpus"]

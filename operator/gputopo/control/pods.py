@@ -19,7 +19,7 @@ from gputopo.api.group import (
     LABEL_RANK,
 )
 from gputopo.api.trainingjob import Placement, TrainingJobSpec, WorkerPlacement
-from gputopo.controller.facts import format_gpus
+from gputopo.control.facts import format_gpus
 
 __all__ = [
     "DEFAULT_MASTER_PORT",

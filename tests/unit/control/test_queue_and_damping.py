@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from controller_builders import T0, at
+from control_builders import T0, at
 
 from gputopo.api.nodetopology import LinkState
-from gputopo.controller.quarantine import Quarantine
-from gputopo.controller.queue import QueuedJob, drain, order
+from gputopo.control.quarantine import Quarantine
+from gputopo.control.queue import QueuedJob, drain, order
 from gputopo.placement import Placement, Request, Snapshot, place
 from gputopo.placement.types import NodeInfo
 from gputopo.topology.catalog import load_node_type
@@ -60,7 +60,7 @@ def test_a_flapping_link_stays_quarantined_after_it_reads_up() -> None:
     ids=["no-status", "not-a-mapping", "gpu-indices-not-from-zero", "pair-without-link"],
 )
 def test_an_odd_nodetopology_gives_facts_without_a_model(status: object) -> None:
-    from gputopo.controller.topologies import topology_facts
+    from gputopo.control.topologies import topology_facts
 
     facts = topology_facts({"metadata": {"name": "n1"}, "status": status})
     assert facts.name == "n1" and facts.topology is None
@@ -68,8 +68,8 @@ def test_an_odd_nodetopology_gives_facts_without_a_model(status: object) -> None
 
 def test_a_pod_entry_keeps_the_time_its_gpus_first_appeared() -> None:
     from gputopo.api.nodetopology import PodGpus
-    from gputopo.controller.facts import TopologyFacts
-    from gputopo.controller.topologies import carry_pod_since
+    from gputopo.control.facts import TopologyFacts
+    from gputopo.control.topologies import carry_pod_since
 
     def report(gpus: list[int], t: float) -> TopologyFacts:
         return TopologyFacts("n1", None, (PodGpus(namespace="a", name="p", gpus=gpus),), observed_at=at(t))

@@ -12,14 +12,14 @@ from datetime import datetime
 
 from gputopo.api.conditions import Condition, set_condition
 from gputopo.api.trainingjob import JobPhase, TrainingJobSpec, TrainingJobStatus
-from gputopo.controller.actions import JobActions
-from gputopo.controller.facts import JobFacts, JobKey, PodFacts
-from gputopo.controller.ledger import PlannedGang
-from gputopo.controller.lifecycle import TERMINAL, Config, JobStep, step
-from gputopo.controller.pods import pod_manifest, service_manifest
-from gputopo.controller.quarantine import Quarantine
-from gputopo.controller.queue import Outcome, PlaceFn, QueuedJob, drain
-from gputopo.controller.view import ClusterView, build_snapshot
+from gputopo.control.actions import JobActions
+from gputopo.control.facts import JobFacts, JobKey, PodFacts
+from gputopo.control.ledger import PlannedGang
+from gputopo.control.lifecycle import TERMINAL, Config, JobStep, step
+from gputopo.control.pods import pod_manifest, service_manifest
+from gputopo.control.quarantine import Quarantine
+from gputopo.control.queue import Outcome, PlaceFn, QueuedJob, drain
+from gputopo.control.view import ClusterView, build_snapshot
 from gputopo.placement.types import Placement, Request
 
 __all__ = ["Pass", "planned_from_status", "run_pass"]

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gputopo.api.nodetopology import NodeTopologyStatus
-from gputopo.controller.facts import TopologyFacts
+from gputopo.control.facts import TopologyFacts
 from gputopo.topology.convert import from_status
 from gputopo.topology.model import TopologyError
 

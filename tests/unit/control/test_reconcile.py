@@ -6,17 +6,17 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
-from controller_builders import T0, at, cluster, foreign_pod, job, pod
+from control_builders import T0, at, cluster, foreign_pod, job, pod
 
 from gputopo.api.group import ANNOTATION_GPUS, GANG_GATE
 from gputopo.api.nodetopology import LinkState, NicState
 from gputopo.api.trainingjob import JobPhase, Placement, TrainingJobStatus, WorkerPlacement
-from gputopo.controller.actions import JobActions
-from gputopo.controller.facts import JobFacts, JobKey, PodFacts
-from gputopo.controller.ledger import PlannedGang
-from gputopo.controller.lifecycle import Config
-from gputopo.controller.reconcile import Pass, run_pass
-from gputopo.controller.view import ClusterView
+from gputopo.control.actions import JobActions
+from gputopo.control.facts import JobFacts, JobKey, PodFacts
+from gputopo.control.ledger import PlannedGang
+from gputopo.control.lifecycle import Config
+from gputopo.control.reconcile import Pass, run_pass
+from gputopo.control.view import ClusterView
 from gputopo.placement import DEFAULT_TIERS, place
 
 CONFIG = Config(DEFAULT_TIERS, unschedulable_timeout=60, not_ready_grace=30)

@@ -8,8 +8,8 @@ from typing import Any
 
 from gputopo.api.nodetopology import GpuHealthState, LinkState, NicState, PodGpus
 from gputopo.api.trainingjob import TrainingJobSpec, TrainingJobStatus
-from gputopo.controller.facts import JobFacts, NodeFacts, PodFacts, TopologyFacts, job_facts
-from gputopo.controller.view import ClusterView
+from gputopo.control.facts import JobFacts, NodeFacts, PodFacts, TopologyFacts, job_facts
+from gputopo.control.view import ClusterView
 from gputopo.topology.catalog import load_node_type
 from gputopo.topology.model import Topology
 

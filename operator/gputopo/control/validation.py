@@ -11,7 +11,7 @@ from typing import Any
 
 from gputopo.api.group import GPU_RESOURCE
 from gputopo.api.trainingjob import TrainingJobSpec
-from gputopo.controller.facts import JobFacts
+from gputopo.control.facts import JobFacts
 from gputopo.placement.types import Request, TierConfig
 
 __all__ = ["problems"]
