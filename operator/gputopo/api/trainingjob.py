@@ -75,13 +75,19 @@ class InterNode(ApiModel):
         default=None,
         ge=0,
         le=MAX_TIER,
-        description="The whole gang must sit under one switch of this tier (0 = same leaf switch).",
+        description=(
+            "The whole gang must sit under one switch of this tier (0 = same leaf switch). A tier the "
+            "cluster's network configuration lacks is refused (the job is marked Invalid), never widened."
+        ),
     )
     preferred_tier: int | None = Field(
         default=None,
         ge=0,
         le=MAX_TIER,
-        description="Prefer placements under one switch of this tier when they exist.",
+        description=(
+            "Prefer placements under one switch of this tier when they exist; like requiredTier, a tier the "
+            "cluster lacks is refused."
+        ),
     )
 
 

@@ -13,6 +13,7 @@ from gputopo.api.trainingjob import TrainingJob, TrainingJobSpec
 from gputopo.placement import Placement, Request, Snapshot, place
 from gputopo.placement.cluster_file import snapshot_from_data
 from gputopo.placement.exact import optimum
+from gputopo.placement.network import tier_summary
 
 __all__ = ["load_cluster", "register"]
 
@@ -50,9 +51,17 @@ def plan(
         }
     else:
         doc = {"placed": False, "reason": result.reason, "details": list(result.details)}
+    tiers = tier_summary(snapshot)
+    doc["network"] = {"tiers": [t.to_data() for t in tiers], "beyondTopOversubscription": snapshot.tiers.beyond_top}
     if as_json:
         typer.echo(json.dumps(doc))
         return
+    for t in tiers:
+        if t.nodes_without_label:
+            typer.echo(
+                f"note: {len(t.nodes_without_label)} of {len(snapshot)} nodes lack the tier-{t.tier} label "
+                f"{t.label}; each stands alone at that tier"
+            )
     if not isinstance(result, Placement):
         typer.echo(f"Unplaceable: {result.reason}")
         for line in result.details:

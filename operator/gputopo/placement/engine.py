@@ -20,7 +20,7 @@ from gputopo.placement.explain import intra_words, refusal
 from gputopo.placement.filters import filter_nodes
 from gputopo.placement.gang import NodeShare, assemble
 from gputopo.placement.groups import Candidate, NodeOffer, node_offer
-from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable
+from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable, plural
 
 __all__ = ["candidates", "intra_words", "place"]
 
@@ -46,7 +46,9 @@ def candidates(snapshot: Snapshot, request: Request) -> tuple[list[list[Candidat
     details = result.describe()
     if short:
         words = intra_words(request.intra_node)
-        details = (*details, f"{short} lack {request.gpus_per_worker} free healthy{words} GPUs")
+        lack = "lacks" if short == 1 else "lack"
+        gpus = plural(request.gpus_per_worker, f"free healthy{words} GPU")
+        details = (*details, f"{plural(short, 'node')} {lack} {gpus}")
     return list(sets.values()), details
 
 
@@ -178,7 +180,7 @@ def _solve(snapshot: Snapshot, request: Request, cands: Sequence[Candidate]) -> 
     workers = request.workers
     single = _single_node(cands, workers)
     options: list[tuple[tuple[float, ...], int, float, list[tuple[Candidate, tuple[float, ...]]]]] = []
-    top = len(snapshot.tiers) if request.required_tier is None else min(request.required_tier, len(snapshot.tiers) - 1)
+    top = len(snapshot.tiers) if request.required_tier is None else request.required_tier
     preferred = request.preferred_tier
     if workers >= 2:
         all_domains = snapshot.domains
@@ -222,6 +224,9 @@ def _solve(snapshot: Snapshot, request: Request, cands: Sequence[Candidate]) -> 
 
 def place(snapshot: Snapshot, request: Request) -> Placement | Unplaceable:
     """Place the whole gang or nothing."""
+    unknown = snapshot.tiers.unknown_tiers(request.required_tier, request.preferred_tier)
+    if unknown:
+        return Unplaceable(unknown[0], unknown[1:])
     sets, details = candidates(snapshot, request)
     best: Placement | None = None
     for cands in sets:

@@ -110,6 +110,8 @@ def _holds(members: Sequence[tuple[float, ...]], theta: float, workers: int) -> 
 def optimum(snapshot: Snapshot, request: Request) -> float | None:
     """The best estimated bus bandwidth of any valid placement, or None when none exists."""
     k, workers = request.gpus_per_worker, request.workers
+    if snapshot.tiers.unknown_tiers(request.required_tier, request.preferred_tier):
+        return None
     result = filter_nodes(snapshot.nodes, request)
     sets: dict[tuple[str, str], list[tuple[int, NodeChoices]]] = defaultdict(list)
     for i in result.passed:
@@ -121,7 +123,7 @@ def optimum(snapshot: Snapshot, request: Request) -> float | None:
             sets[key].append((i, choices))
     best: float | None = None
     tiers = len(snapshot.tiers)
-    top = tiers if request.required_tier is None else min(request.required_tier, tiers - 1)
+    top = tiers if request.required_tier is None else request.required_tier
     for members in sets.values():
         for _, choices in members:
             if len(choices.by_workers) >= workers:

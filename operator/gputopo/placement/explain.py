@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from gputopo.api.trainingjob import IntraNode
 from gputopo.placement.groups import Candidate
-from gputopo.placement.types import Request, Snapshot, Unplaceable
+from gputopo.placement.types import Request, Snapshot, Unplaceable, plural
 
 __all__ = ["intra_words", "refusal"]
 
@@ -32,7 +32,8 @@ def refusal(
     k, workers = request.gpus_per_worker, request.workers
     words = intra_words(request.intra_node)
     per_node = max((c.offer.capacity for cands in sets for c in cands), default=1) <= 1
-    need = f"{workers} nodes with {k} free{words} GPUs" if per_node else f"{workers} groups of {k} free{words} GPUs"
+    gpus = plural(k, f"free{words} GPU")
+    need = f"{plural(workers, 'node')} with {gpus}" if per_node else f"{plural(workers, 'group')} of {gpus}"
     if not any(sets):
         return Unplaceable(f"needs {need}; no node has them", details)
     uniform = []

@@ -33,7 +33,15 @@ __all__ = [
     "TierLevel",
     "Unplaceable",
     "WorkerAssignment",
+    "plural",
 ]
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 node``, ``2 nodes``: a count with its noun in the right number (nouns ending in s take es)."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {noun}es" if noun.endswith(("s", "sh", "ch", "x")) else f"{count} {noun}s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +95,36 @@ class TierConfig:
         """The factor at ``tier``; ``len(self)`` stands for "spans the top tier"."""
         return self.levels[tier].oversubscription if tier < len(self.levels) else self.beyond_top
 
+    def unknown_tiers(self, required: int | None, preferred: int | None) -> tuple[str, ...]:
+        """Why a gang's tier fields name tiers this cluster lacks (refused, never clamped), one line each.
+
+        The operator marks such a job Invalid with these words and ``plan`` refuses it with them.
+        """
+        top = len(self.levels) - 1
+        known = f"tiers 0..{top}" if top > 0 else "tier 0" if top == 0 else "no tiers"
+        return tuple(
+            f"topology.interNode.{field} {tier} names a tier this cluster does not have "
+            f"(it has {plural(len(self.levels), 'network tier')}: {known})"
+            for field, tier in (("requiredTier", required), ("preferredTier", preferred))
+            if tier is not None and tier > top
+        )
+
     def domains(self, node: NodeInfo) -> tuple[str, ...]:
-        """The node's switch at each tier; a node lacking a tier's label is alone in that tier."""
-        return tuple(node.labels.get(level.label) or f"node/{node.name}" for level in self.levels)
+        """The node's switch at each tier, lowest first, each named by its path from the top tier down.
+
+        Label values name a switch only within its parent: many clusters call a rack ``rack-1`` in every
+        block, so a tier-k domain is its value together with the values of every tier above it
+        (``block-2/rack-1``). A tier whose label the node lacks is an empty part of the path above it, and
+        the node is alone in that tier itself (``node/<name>``).
+        """
+        values = [node.labels.get(level.label) or "" for level in self.levels]
+        named: list[str] = []
+        for tier, value in enumerate(values):
+            if not value:
+                named.append(f"node/{node.name}")
+                continue
+            named.append("/".join(reversed(values[tier:])).lstrip("/"))
+        return tuple(named)
 
 
 DEFAULT_TIERS = TierConfig()

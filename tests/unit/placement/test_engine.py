@@ -88,7 +88,7 @@ def test_unhealthy_gpu_is_not_used() -> None:
         (snapshot(node("v100", "dgx1-v100")), Request(1, 4, intra_node=IntraNode.NVSWITCH), "no node has them"),
         (snapshot(node("h").not_ready()), Request(1, 1), "1 not ready"),
         (snapshot(node("h").taint("gpu", "reserved")), Request(1, 1), "1 untolerated taint"),
-        (snapshot(node("h").used(0)), Request(1, 8), "1 lack 8 free healthy GPUs"),
+        (snapshot(node("h").used(0)), Request(1, 8), "1 node lacks 8 free healthy GPUs"),
     ],
     ids=["tier-1-domain-too-small", "no-nvswitch", "not-ready", "tainted", "too-few-free"],
 )
@@ -112,7 +112,7 @@ def test_multi_node_job_stays_under_one_leaf_when_it_can() -> None:
     )  # fmt: skip
     result = placed(snap, Request(2, 8))
     assert set(result.nodes) == {"a1", "a2"}
-    assert (result.tier, result.tier_domain) == (0, "leaf-a")
+    assert (result.tier, result.tier_domain) == (0, "spine-a/leaf-a")
 
 
 def test_ranks_keep_leaf_neighbours_adjacent() -> None:
@@ -128,7 +128,7 @@ def test_large_free_leaf_stays_whole() -> None:
     snap = snapshot(
         *(node(f"big{i}").leaf("leaf-big") for i in range(4)), *(node(f"small{i}").leaf("leaf-small") for i in range(2))
     )
-    assert placed(snap, Request(2, 8)).tier_domain == "leaf-small"
+    assert placed(snap, Request(2, 8)).tier_domain == "spine-a/leaf-small"
 
 
 @pytest.mark.parametrize(

@@ -43,12 +43,6 @@ def test_reserve_returns_a_new_snapshot_and_release_undoes_it() -> None:
         taken.reserve(placement)
 
 
-def test_node_without_tier_label_is_alone_in_that_tier() -> None:
-    snap = snapshot(node("a").leaf("l1"), node("b"))
-    assert snap.domains[0][0] == "l1"
-    assert snap.domains[1] == ("node/b", "node/b")
-
-
 @pytest.mark.parametrize(
     ("op", "values", "labels", "ok"),
     [

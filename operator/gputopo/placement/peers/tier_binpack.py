@@ -43,6 +43,9 @@ def _take(snapshot: Snapshot, nodes: list[int], caps: dict[int, int], level: int
 
 def place_tier_binpack(snapshot: Snapshot, request: Request) -> Placement | Unplaceable:
     k, workers = request.gpus_per_worker, request.workers
+    unknown = snapshot.tiers.unknown_tiers(request.required_tier, request.preferred_tier)
+    if unknown:
+        return Unplaceable(unknown[0], unknown[1:])
     caps: dict[int, int] = {}
     for i in filter_nodes(snapshot.nodes, request).passed:
         node = snapshot.nodes[i]
@@ -50,7 +53,7 @@ def place_tier_binpack(snapshot: Snapshot, request: Request) -> Placement | Unpl
         if free >= k:
             caps[i] = free // k
     tiers = len(snapshot.tiers)
-    top = tiers if request.required_tier is None else min(request.required_tier, tiers - 1)
+    top = tiers if request.required_tier is None else request.required_tier
     for tier in range(top + 1):
         domains: dict[str, list[int]] = defaultdict(list)
         for i in caps:
