@@ -63,12 +63,8 @@ def problems(job: JobFacts, tiers: TierConfig) -> list[str]:
             f"{GPU_RESOURCE} but gpusPerWorker is {spec.gpus_per_worker}"
         )
     inter = spec.topology.inter_node
-    for field, tier in (("requiredTier", inter.required_tier), ("preferredTier", inter.preferred_tier)):
-        if tier is not None and tier >= len(tiers):
-            found.append(
-                f"topology.interNode.{field} {tier} names a tier this cluster does not have "
-                f"(the operator knows tiers 0..{len(tiers) - 1})"
-            )
+    # The same words `gputopo plan` and the engine refuse with.
+    found.extend(tiers.unknown_tiers(inter.required_tier, inter.preferred_tier))
     try:
         Request.from_spec(spec, name=job.name)
     except (KeyError, TypeError, ValueError) as exc:

@@ -11,6 +11,8 @@ from placement_builders import TIER0, TIER1, NodeBuilder, node, snapshot
 from typer.testing import CliRunner
 
 from gputopo.cli.main import app
+from gputopo.control.facts import job_facts
+from gputopo.control.validation import problems
 from gputopo.placement import Placement, Request, Unplaceable, place
 from gputopo.placement.exact import optimum
 from gputopo.placement.network import tier_summary
@@ -174,3 +176,25 @@ def test_plan_refuses_a_tier_the_cluster_lacks_in_the_operators_words(tmp_path: 
     assert result.exit_code == 1
     words = "requiredTier 3 names a tier this cluster does not have (it has 2 network tiers: tiers 0..1)"
     assert words in result.output
+
+
+@pytest.mark.parametrize(
+    ("inter_node", "field"),
+    [({"requiredTier": 2}, "requiredTier 2"), ({"preferredTier": 4}, "preferredTier 4")],
+    ids=["required", "preferred"],
+)
+def test_operator_marks_the_job_invalid_in_the_engines_words(inter_node: dict[str, int], field: str) -> None:
+    body = {
+        "metadata": {"namespace": "ns", "name": "tj"},
+        "spec": {
+            "workers": 2, "gpusPerWorker": 8, "topology": {"interNode": inter_node},
+            "template": {"spec": {"containers": [{"name": "w"}]}},
+        },
+    }  # fmt: skip
+    facts = job_facts(body)
+    assert facts.spec is not None
+    snap = snapshot(racked("a", "rack-1", "block-1"), racked("b", "rack-1", "block-1"))
+    refused = place(snap, Request.from_spec(facts.spec))
+    assert isinstance(refused, Unplaceable)
+    found = problems(facts, snap.tiers)
+    assert found == [refused.reason] and field in refused.reason
