@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from gputopo.placement.explain import intra_words, refusal
 from gputopo.placement.filters import filter_nodes
@@ -80,22 +82,79 @@ def _reachable(option_lists: Sequence[list[int]], workers: int) -> list[int]:
     return suffix
 
 
-# Nodes of one switch domain with the same offer (node class): the offer's values and its nodes.
-_Class = tuple[tuple[float, ...], list[Candidate]]
+@dataclass(frozen=True, slots=True)
+class _NodeClass:
+    """The nodes of one switch domain with the same offer, and what one of them reaches per worker count.
+
+    ``values[m-1]`` is the bus bandwidth a node reaches with m workers: its ring, or its NICs over the
+    tier's oversubscription, whichever is lower.
+    """
+
+    values: tuple[float, ...]
+    nodes: list[Candidate]
+
+    @property
+    def offer(self) -> NodeOffer:
+        return self.nodes[0].offer
 
 
-def _holds(classes: Sequence[_Class], theta: float, workers: int) -> bool:
+class _Merit(NamedTuple):
+    """How a choice ranks against another, field by field; greater is better."""
+
+    preferred: bool  # within the request's preferred tier (a single node always is)
+    busbw_gbps: float  # the gang's bus bandwidth, rounded so float noise does not decide
+    lowness: int  # minus the spanned tier: lower tiers first (a single node counts as tier 0)
+    fit: int  # minus the free GPUs (of the domain; of the node after the gang): best fit first
+
+
+@dataclass(frozen=True, slots=True)
+class _DomainChoice:
+    """One switch domain of one tier that holds the gang with every node reaching ``theta``."""
+
+    merit: _Merit
+    tier: int
+    theta: float
+    classes: list[_NodeClass]
+
+
+@dataclass(frozen=True, slots=True)
+class _SingleNode:
+    """The gang on one node."""
+
+    merit: _Merit
+    share: NodeShare
+
+
+@dataclass(frozen=True, slots=True)
+class _Member:
+    """A node of the chosen domain: its class, and the free GPUs it keeps when it takes its most workers."""
+
+    left: int
+    cand: Candidate
+    node_class: _NodeClass
+
+
+@dataclass(eq=False, slots=True)
+class _SwitchPool:
+    """The members under one lower-tier switch, fullest node first, and how many workers they take."""
+
+    switch: tuple[str, ...]  # the switch at each tier below the chosen one, lowest first
+    members: list[_Member] = field(default_factory=list)
+    slots: int = 0
+
+
+def _holds(classes: Sequence[_NodeClass], theta: float, workers: int) -> bool:
     """Whether the classes' nodes, each reaching θ, can take exactly ``workers`` workers."""
-    if sum(_slots(values, theta) * len(nodes) for values, nodes in classes) < workers:
+    if sum(_slots(c.values, theta) * len(c.nodes) for c in classes) < workers:
         return False
     limit = (1 << (workers + 1)) - 1
     bits = 1
-    for values, nodes in classes:
-        options = _options(values, theta)
+    for node_class in classes:
+        options = _options(node_class.values, theta)
         if not options:
             continue
         # Identical nodes: add one at a time until the reachable counts stop growing.
-        for _ in range(min(len(nodes), workers)):
+        for _ in range(min(len(node_class.nodes), workers)):
             step = bits
             for m in options:
                 step |= bits << m
@@ -108,9 +167,9 @@ def _holds(classes: Sequence[_Class], theta: float, workers: int) -> bool:
     return bool(bits >> workers & 1)
 
 
-def _threshold(classes: Sequence[_Class], workers: int) -> float | None:
+def _threshold(classes: Sequence[_NodeClass], workers: int) -> float | None:
     """The highest θ at which the classes' nodes hold exactly ``workers`` workers, each node reaching θ."""
-    thetas = sorted({v for values, _ in classes for v in values})
+    thetas = sorted({v for c in classes for v in c.values})
     lo, hi, found = 0, len(thetas) - 1, None
     while lo <= hi:
         mid = (lo + hi) // 2
@@ -121,105 +180,120 @@ def _threshold(classes: Sequence[_Class], workers: int) -> float | None:
     return found
 
 
-def _fill(
-    snapshot: Snapshot,
-    members: Sequence[tuple[Candidate, tuple[float, ...]]],
-    tier: int,
-    theta: float,
-    workers: int,
-) -> list[NodeShare] | None:
-    subs: dict[tuple[str, ...], list[tuple[int, Candidate, tuple[float, ...]]]] = defaultdict(list)
-    for cand, values in members:
-        slots = _slots(values, theta)
-        if slots:
-            left = cand.offer.free - sum(g.bit_count() for g in cand.offer.groups[slots - 1])
-            subs[snapshot.domains[cand.node][:tier]].append((left, cand, values))
-    pools = []
-    for key, entries in subs.items():
-        entries.sort(key=lambda e: (e[0], e[1].node))
-        pools.append((sum(_slots(v, theta) for _, _, v in entries), key, entries))
+def _pools(snapshot: Snapshot, choice: _DomainChoice) -> list[_SwitchPool]:
+    """The domain's nodes that reach θ, by their switches below the chosen tier."""
+    pools: dict[tuple[str, ...], _SwitchPool] = {}
+    for node_class in choice.classes:
+        slots = _slots(node_class.values, choice.theta)
+        if not slots:
+            continue
+        offer = node_class.offer
+        left = offer.free - sum(g.bit_count() for g in offer.groups[slots - 1])
+        for cand in node_class.nodes:
+            switch = snapshot.domains[cand.node][: choice.tier]
+            pool = pools.get(switch)
+            if pool is None:
+                pool = pools[switch] = _SwitchPool(switch)
+            pool.members.append(_Member(left, cand, node_class))
+            pool.slots += slots
+    for pool in pools.values():
+        pool.members.sort(key=lambda m: (m.left, m.cand.node))
+    return list(pools.values())
+
+
+def _pool_rank(pool: _SwitchPool) -> tuple[int, tuple[str, ...]]:
+    return pool.slots, pool.switch
+
+
+def _fill(snapshot: Snapshot, choice: _DomainChoice, workers: int) -> list[NodeShare] | None:
+    pools = _pools(snapshot, choice)
     # Preference order: fullest lower-tier switches first, the last one best fit.
-    order: list[tuple[Candidate, tuple[float, ...]]] = []
+    order: list[_Member] = []
     need = workers
     while pools:
-        fitting = [p for p in pools if p[0] >= need] if need > 0 else []
-        pool = min(fitting, key=lambda p: (p[0], p[1])) if fitting else max(pools, key=lambda p: (p[0], p[1]))
+        fitting = [p for p in pools if p.slots >= need] if need > 0 else []
+        pool = min(fitting, key=_pool_rank) if fitting else max(pools, key=_pool_rank)
         pools.remove(pool)
-        order.extend((cand, values) for _, cand, values in pool[2])
-        need -= pool[0]
-    options = [_options(values, theta) for _, values in order]
+        order.extend(pool.members)
+        need -= pool.slots
+    options = [_options(m.node_class.values, choice.theta) for m in order]
     suffix = _reachable(options, workers)
     if not suffix[0] >> workers & 1:
         return None
     shares: list[NodeShare] = []
     need = workers
-    for j, (cand, _) in enumerate(order):
+    for j, member in enumerate(order):
         if need == 0:
             break
         # The most workers this node can take while the rest can still make up the gang exactly.
         take = next((m for m in sorted(options[j], reverse=True) if m <= need and suffix[j + 1] >> (need - m) & 1), 0)
         if take:
-            shares.append(NodeShare(cand.node, cand.offer.groups[take - 1]))
+            shares.append(NodeShare(member.cand.node, member.cand.offer.groups[take - 1]))
             need -= take
     return shares if need == 0 else None
 
 
-def _single_node(cands: Sequence[Candidate], workers: int) -> tuple[tuple[float, ...], list[NodeShare]] | None:
-    best: tuple[tuple[float, ...], list[NodeShare]] | None = None
+def _single_node(cands: Sequence[Candidate], workers: int) -> _SingleNode | None:
+    """The best node that holds the whole gang: fastest, then best fit, then first in the snapshot."""
+    best: _SingleNode | None = None
     for cand in cands:
         offer = cand.offer
         if offer.capacity >= workers:
             left = offer.free - sum(g.bit_count() for g in offer.groups[workers - 1])
-            key = (round(offer.intra[workers - 1], 6), 0.0, -float(left), -float(cand.node))
-            if best is None or key > best[0]:
-                best = (key, [NodeShare(cand.node, offer.groups[workers - 1])])
+            merit = _Merit(True, round(offer.intra[workers - 1], 6), 0, -left)
+            if best is None or merit > best.merit or (merit == best.merit and cand.node < best.share.node):
+                best = _SingleNode(merit, NodeShare(cand.node, offer.groups[workers - 1]))
     return best
+
+
+def _domain_choices(snapshot: Snapshot, request: Request, cands: Sequence[Candidate]) -> list[_DomainChoice]:
+    """Every switch domain of every allowed tier that holds the gang on two or more nodes."""
+    workers = request.workers
+    top = len(snapshot.tiers) if request.required_tier is None else request.required_tier
+    preferred = request.preferred_tier
+    choices: list[_DomainChoice] = []
+    all_domains = snapshot.domains
+    by_offer: dict[int, list[Candidate]] = defaultdict(list)
+    for cand in cands:
+        by_offer[id(cand.offer)].append(cand)
+    for tier in range(top + 1):
+        factor = snapshot.tiers.oversubscription(tier)
+        domains: dict[str, dict[int, _NodeClass]] = defaultdict(dict)
+        for offer_id, same in by_offer.items():
+            values = _values(same[0].offer, factor)
+            for cand in same:
+                name = all_domains[cand.node][tier] if tier < len(snapshot.tiers) else _CLUSTER
+                node_class = domains[name].get(offer_id)
+                if node_class is None:
+                    node_class = domains[name][offer_id] = _NodeClass(values, [])
+                node_class.nodes.append(cand)
+        for per_offer in domains.values():
+            classes = list(per_offer.values())
+            nodes = sum(len(c.nodes) for c in classes)
+            if nodes < 2 or sum(c.offer.capacity * len(c.nodes) for c in classes) < workers:
+                continue
+            theta = _threshold(classes, workers)
+            if theta is None:
+                continue
+            free = sum(c.offer.free * len(c.nodes) for c in classes)
+            merit = _Merit(preferred is None or tier <= preferred, round(theta, 6), -tier, -free)
+            choices.append(_DomainChoice(merit, tier, theta, classes))
+    return choices
 
 
 def _solve(snapshot: Snapshot, request: Request, cands: Sequence[Candidate]) -> list[NodeShare] | None:
     workers = request.workers
     single = _single_node(cands, workers)
-    options: list[tuple[tuple[float, ...], int, float, list[tuple[Candidate, tuple[float, ...]]]]] = []
-    top = len(snapshot.tiers) if request.required_tier is None else request.required_tier
-    preferred = request.preferred_tier
-    if workers >= 2:
-        all_domains = snapshot.domains
-        by_offer: dict[int, list[Candidate]] = defaultdict(list)
-        for cand in cands:
-            by_offer[id(cand.offer)].append(cand)
-        for tier in range(top + 1):
-            factor = snapshot.tiers.oversubscription(tier)
-            domains: dict[str, dict[int, _Class]] = defaultdict(dict)
-            for offer_id, same in by_offer.items():
-                values = _values(same[0].offer, factor)
-                for cand in same:
-                    name = all_domains[cand.node][tier] if tier < len(snapshot.tiers) else _CLUSTER
-                    entry = domains[name].get(offer_id)
-                    if entry is None:
-                        entry = domains[name][offer_id] = (values, [])
-                    entry[1].append(cand)
-            for per_class in domains.values():
-                classes = list(per_class.values())
-                nodes = sum(len(c[1]) for c in classes)
-                if nodes < 2 or sum(c[1][0].offer.capacity * len(c[1]) for c in classes) < workers:
-                    continue
-                theta = _threshold(classes, workers)
-                if theta is None:
-                    continue
-                free = sum(c[1][0].offer.free * len(c[1]) for c in classes)
-                ok = 1.0 if preferred is None or tier <= preferred else 0.0
-                members = [(cand, values) for values, same in classes for cand in same]
-                options.append(((ok, round(theta, 6), -float(tier), -float(free)), tier, theta, members))
-    options.sort(key=lambda o: o[0], reverse=True)
-    if single is not None:
-        key = (1.0, *single[0])
-        if not options or key >= options[0][0]:
-            return single[1]
-    for _, tier, theta, members in options:
-        shares = _fill(snapshot, members, tier, theta, workers)
+    choices = _domain_choices(snapshot, request, cands) if workers >= 2 else []
+    choices.sort(key=lambda c: c.merit, reverse=True)
+    # A single node wins a tie: it needs no network at all.
+    if single is not None and (not choices or single.merit >= choices[0].merit):
+        return [single.share]
+    for choice in choices:
+        shares = _fill(snapshot, choice, workers)
         if shares is not None:
             return shares
-    return single[1] if single is not None else None
+    return [single.share] if single is not None else None
 
 
 def place(snapshot: Snapshot, request: Request) -> Placement | Unplaceable:
