@@ -10,7 +10,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NewType
 
 from pydantic import ValidationError
 
@@ -41,7 +41,7 @@ __all__ = [
     "pod_facts",
 ]
 
-JobKey = tuple[str, str]  # (namespace, name)
+JobKey = NewType("JobKey", tuple[str, str])  # (namespace, name): a TrainingJob's id
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -235,7 +235,7 @@ class JobFacts:
 
     @property
     def key(self) -> JobKey:
-        return (self.namespace, self.name)
+        return JobKey((self.namespace, self.name))
 
 
 def _errors(exc: ValidationError) -> str:

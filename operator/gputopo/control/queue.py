@@ -13,31 +13,33 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from gputopo.control.facts import JobKey
-from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable
+from gputopo.placement.types import Placement, Policy, Request, Snapshot, Unplaceable
 
 __all__ = ["Outcome", "QueuedJob", "drain", "order"]
-
-PlaceFn = Callable[[Snapshot, Request], Placement | Unplaceable]
 
 
 @dataclass(frozen=True, slots=True)
 class QueuedJob:
-    job: JobKey
+    key: JobKey
     priority: int
     queued_since: datetime  # creation time: a re-placed job keeps its place in line
     request: Request
     avoid_nodes: frozenset[str] = frozenset()
 
+    @property
+    def name(self) -> str:
+        return self.key[1]
+
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    job: QueuedJob
+    queued: QueuedJob
     result: Placement | Unplaceable
     seconds: float = 0.0  # engine time
 
 
 def order(jobs: Iterable[QueuedJob]) -> list[QueuedJob]:
-    return sorted(jobs, key=lambda q: (-q.priority, q.queued_since, q.job))
+    return sorted(jobs, key=lambda q: (-q.priority, q.queued_since, q.key))
 
 
 def _without(snapshot: Snapshot, nodes: frozenset[str]) -> Snapshot:
@@ -50,7 +52,7 @@ def _without(snapshot: Snapshot, nodes: frozenset[str]) -> Snapshot:
 def drain(
     snapshot: Snapshot,
     jobs: Sequence[QueuedJob],
-    place: PlaceFn,
+    place: Policy,
     now: datetime,
     starvation_seconds: float,
     clock: Callable[[], float] | None = None,
@@ -66,7 +68,7 @@ def drain(
                     Outcome(
                         queued,
                         Unplaceable(
-                            f"waiting behind {head.job[1]} (priority {head.priority}), "
+                            f"waiting behind {head.name} (priority {head.priority}), "
                             f"queued {int((now - head.queued_since).total_seconds())}s"
                         ),
                     )

@@ -18,9 +18,9 @@ from gputopo.control.ledger import PlannedGang
 from gputopo.control.lifecycle import TERMINAL, Config, JobStep, step
 from gputopo.control.pods import pod_manifest, service_manifest
 from gputopo.control.quarantine import Quarantine
-from gputopo.control.queue import Outcome, PlaceFn, QueuedJob, drain
+from gputopo.control.queue import Outcome, QueuedJob, drain
 from gputopo.control.view import ClusterView, build_snapshot
-from gputopo.placement.types import Placement, Request
+from gputopo.placement.types import Placement, Policy, Request
 
 __all__ = ["Pass", "planned_from_status", "run_pass"]
 
@@ -74,7 +74,7 @@ def run_pass(
     avoid: Mapping[JobKey, frozenset[str]],
     config: Config,
     now: datetime,
-    place: PlaceFn,
+    place: Policy,
     quarantine: Quarantine | None = None,
     starvation_seconds: float = 300.0,
     clock: Callable[[], float] | None = None,
@@ -117,7 +117,8 @@ def run_pass(
         outcomes, _ = drain(snapshot, queued, place, now, starvation_seconds, clock)
         out.outcomes = outcomes
         for outcome in outcomes:
-            _apply_outcome(jobs[outcome.job.job], steps[outcome.job.job], outcome, now, out)
+            key = outcome.queued.key
+            _apply_outcome(jobs[key], steps[key], outcome, now, out)
 
     for key, result in steps.items():
         phase = str(result.status.phase)

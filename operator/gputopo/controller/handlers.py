@@ -110,7 +110,7 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
             return {}
         facts = pod_facts(body)
         _poke(memo)
-        return {(facts.namespace, str(facts.job)): facts}
+        return {JobKey((facts.namespace, str(facts.job))): facts}
 
     @kopf.index("v1", "pods", registry=registry, id="gpu_pods")
     async def gpu_pods(body: kopf.Body, spec: kopf.Spec, memo: kopf.Memo, **_: Any) -> dict[str, PodFacts]:

@@ -20,7 +20,6 @@ from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.ledger import Ledger, PlannedGang
 from gputopo.control.lifecycle import Config
 from gputopo.control.quarantine import Quarantine
-from gputopo.control.queue import PlaceFn
 from gputopo.control.reconcile import Pass, run_pass
 from gputopo.control.statuscache import StatusCache
 from gputopo.control.view import ClusterView
@@ -28,6 +27,7 @@ from gputopo.controller.client import KubeClient
 from gputopo.controller.errors import ApiError
 from gputopo.controller.metrics import Metrics
 from gputopo.controller.settings import OperatorSettings
+from gputopo.placement.types import Policy
 
 __all__ = ["Runtime", "World"]
 
@@ -47,7 +47,7 @@ class World:
 class Runtime:
     settings: OperatorSettings
     client: KubeClient
-    place: PlaceFn
+    place: Policy
     metrics: Metrics = field(default_factory=Metrics)
     ledger: Ledger = field(default_factory=Ledger)
     statuses: StatusCache = field(default_factory=StatusCache)
@@ -117,7 +117,7 @@ class Runtime:
             self.avoid[key] = (old | nodes, now + hold)
         await self.apply(result, jobs)
         for outcome in result.outcomes:
-            kind = "placed" if outcome.job.job in {r.job for r in result.reservations} else "unplaceable"
+            kind = "placed" if outcome.queued.key in {r.job for r in result.reservations} else "unplaceable"
             self.metrics.placement_seconds.labels(result=kind).observe(outcome.seconds)
         self.metrics.observe_pass(time.perf_counter() - started, result.phases, result.queue_length, result.restarts)
         self.passes += 1

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from gputopo.placement.engine import place
 from gputopo.placement.peers import place_local_nvlink, place_tier_binpack, place_topology_blind
-from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable
+from gputopo.placement.types import Policy
 
-__all__ = ["POLICIES", "Policy"]
-
-
-class Policy(Protocol):
-    def __call__(self, snapshot: Snapshot, request: Request, /) -> Placement | Unplaceable: ...
+__all__ = ["POLICIES"]
 
 
 POLICIES: dict[str, Policy] = {

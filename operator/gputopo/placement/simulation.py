@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 
 from gputopo.placement.exact import optimum
 from gputopo.placement.generate import TraceJob
-from gputopo.placement.policies import Policy
-from gputopo.placement.types import Placement, Request, Snapshot
+from gputopo.placement.types import Placement, Policy, Request, Snapshot
 
 __all__ = ["JobOutcome", "PolicyReport", "fragmentation", "simulate"]
 

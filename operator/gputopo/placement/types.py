@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from gputopo.api.trainingjob import IntraNode, TrainingJobSpec
 from gputopo.api.trainingjob import Placement as ApiPlacement
@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_TIERS",
     "NodeInfo",
     "Placement",
+    "Policy",
     "Request",
     "Snapshot",
     "TierConfig",
@@ -330,3 +331,9 @@ class Unplaceable:
 
     def __str__(self) -> str:
         return self.reason if not self.details else f"{self.reason} ({'; '.join(self.details)})"
+
+
+class Policy(Protocol):
+    """A placement policy: the engine's ``place``, a peer policy, or a test's stand-in."""
+
+    def __call__(self, snapshot: Snapshot, request: Request, /) -> Placement | Unplaceable: ...

@@ -23,7 +23,7 @@ def one_node(used: int = 0) -> Snapshot:
 
 def test_order_is_priority_then_age() -> None:
     jobs = [queued("old-low", 1, 0, 0), queued("new-high", 1, 5, 9), queued("old-high", 1, 5, 1)]
-    assert [q.job[1] for q in order(jobs)] == ["old-high", "new-high", "old-low"]
+    assert [q.name for q in order(jobs)] == ["old-high", "new-high", "old-low"]
 
 
 @pytest.mark.parametrize(
@@ -34,7 +34,7 @@ def test_order_is_priority_then_age() -> None:
 def test_backfill_until_the_head_starves(waited: float, placed: set[str]) -> None:
     jobs = [queued("big", 8, priority=5, since=0), queued("small", 2, priority=0, since=1)]
     outcomes, _ = drain(one_node(used=4), jobs, place, at(waited), starvation_seconds=300)
-    assert {o.job.job[1] for o in outcomes if isinstance(o.result, Placement)} == placed
+    assert {o.queued.name for o in outcomes if isinstance(o.result, Placement)} == placed
 
 
 def test_one_pass_reserves_each_placement_before_the_next() -> None:
