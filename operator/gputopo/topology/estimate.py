@@ -71,12 +71,14 @@ __all__ = [
     "SHM_SHARE",
     "UNKNOWN_NIC_RATE_GBPS",
     "BusBandwidth",
+    "TopologyTables",
     "clear_shared_tables",
     "estimate_gang",
     "estimate_node",
     "hop_gbps",
     "inter_node_bandwidth",
     "nic_assignment",
+    "topology_tables",
 ]
 
 # -- the constants -----------------------------------------------------------------------------------------
@@ -121,11 +123,11 @@ def _set_name(mask: int) -> str:
 
 def hop_gbps(topology: Topology, a: int, b: int) -> float:
     """What one ring hop between GPUs a and b carries in this model, GB/s per direction."""
-    return _analysis(topology).hop[a][b]
+    return topology_tables(topology).hop[a][b]
 
 
-class _Node:
-    """Per-topology tables for the estimator, built once and kept in ``topology.memo``."""
+class TopologyTables:
+    """The estimator's per-topology tables (hop bandwidths, NVLink adjacency, PCIe generations, cuts), built once."""
 
     def __init__(self, topology: Topology) -> None:
         self.topology = topology
@@ -385,7 +387,7 @@ class _Node:
 # Tables shared by topologies with equal content (the 10,000 nodes of a cluster are a handful of node types,
 # each read into its own Topology object): a bounded cache of a pure function, so sharing changes nothing
 # but the time taken.
-_SHARED: OrderedDict[Hashable, _Node] = OrderedDict()
+_SHARED: OrderedDict[Hashable, TopologyTables] = OrderedDict()
 _SHARED_LIMIT = 256
 _SHARED_LOCK = threading.Lock()
 
@@ -405,23 +407,24 @@ def clear_shared_tables() -> None:
         _SHARED.clear()
 
 
-def _analysis(topology: Topology) -> _Node:
-    node = topology.memo.get("estimate")
-    if node is None:
+def topology_tables(topology: Topology) -> TopologyTables:
+    """The estimator's tables of a topology: its own, or those of an earlier topology with equal content."""
+    tables = topology.memo.get("estimate")
+    if tables is None:
         key = _content(topology)
         with _SHARED_LOCK:
-            node = _SHARED.get(key)
-            if node is not None:
+            tables = _SHARED.get(key)
+            if tables is not None:
                 _SHARED.move_to_end(key)
-        if node is None:
-            node = _Node(topology)
+        if tables is None:
+            tables = TopologyTables(topology)
             with _SHARED_LOCK:
-                node = _SHARED.setdefault(key, node)
+                tables = _SHARED.setdefault(key, tables)
                 while len(_SHARED) > _SHARED_LIMIT:
                     _SHARED.popitem(last=False)
-        topology.memo["estimate"] = node
-    assert isinstance(node, _Node)
-    return node
+        topology.memo["estimate"] = tables
+    assert isinstance(tables, TopologyTables)
+    return tables
 
 
 def _mask(topology: Topology, gpus: Sequence[int]) -> int:
@@ -439,7 +442,7 @@ def _mask(topology: Topology, gpus: Sequence[int]) -> int:
 
 def estimate_node(topology: Topology, gpus: Sequence[int]) -> BusBandwidth:
     """Estimated all-reduce bus bandwidth of one node's GPU set (GB/s) and its bottleneck."""
-    return _analysis(topology).estimate(_mask(topology, gpus))
+    return topology_tables(topology).estimate(_mask(topology, gpus))
 
 
 # -- inter-node -----------------------------------------------------------------------------------------------
@@ -459,14 +462,14 @@ def nic_assignment(
     A maximum-weight matching of GPUs to NICs (each GPU only to the Up NICs at its nearest distance);
     GPUs left unmatched share a NIC another GPU already drives and add nothing.
     """
-    node = _analysis(topology)
+    tables = topology_tables(topology)
     nics = topology.nics
     order = list(gpus)
     weights: list[list[tuple[int, float]]] = []
     for g in order:
-        cap = NET_EFFICIENCY * pcie_x16_gbps(node.pcie[g])
+        cap = NET_EFFICIENCY * pcie_x16_gbps(tables.pcie[g])
         cands = []
-        for j in node.nearest(g):
+        for j in tables.nearest(g):
             nic = nics[j]
             share = NIC_DISTANCE_SHARE.get(nic.distance(g), 0.6)
             cands.append((j, min(_nic_rate(nic, nic_rate_gbps) / 8 * NET_EFFICIENCY * share, cap)))
@@ -494,8 +497,8 @@ def nic_assignment(
 def _host_network(topology: Topology, gpus: Sequence[int], nic_rate_gbps: float | None) -> float:
     rates = [_nic_rate(n, nic_rate_gbps) for n in topology.nics]
     rate = min(rates) if rates else (nic_rate_gbps or UNKNOWN_NIC_RATE_GBPS)
-    node = _analysis(topology)
-    cap = min(NET_EFFICIENCY * pcie_x16_gbps(node.pcie[g]) for g in gpus)
+    tables = topology_tables(topology)
+    cap = min(NET_EFFICIENCY * pcie_x16_gbps(tables.pcie[g]) for g in gpus)
     return min(rate / 8 * NET_EFFICIENCY * NIC_DISTANCE_SHARE[LinkKind.SYS], cap)
 
 

@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 from gputopo.api.nodetopology import GpuHealthState, LinkKind, LinkState
 from gputopo.api.trainingjob import IntraNode
-from gputopo.topology.estimate import _analysis, _Node
+from gputopo.topology.estimate import TopologyTables, topology_tables
 from gputopo.topology.model import Link, Topology, TopologyError
 
 __all__ = ["Group", "pair_allowed", "well_connected_groups"]
@@ -105,32 +105,32 @@ class _Shape(NamedTuple):
 
 
 def _shapes(
-    topology: Topology, node: _Node, classes: list[list[int]], k: int, intra: IntraNode, free_mask: int
+    topology: Topology, tables: TopologyTables, classes: list[list[int]], k: int, intra: IntraNode, free_mask: int
 ) -> list[_Shape]:
     m = len(classes)
     sizes = [len(c) for c in classes]
     suffix = [sum(sizes[t:]) for t in range(m + 1)]
-    tables = node.memo.setdefault("class-pairs", {})
-    found = tables.get((free_mask, intra))
+    class_pairs = tables.memo.setdefault("class-pairs", {})
+    found = class_pairs.get((free_mask, intra))
     if found is None:
         inner = [len(c) < 2 or _allowed(topology.link(c[0], c[1]), intra) for c in classes]
         cross = [
             sum(1 << y for y in range(m) if x != y and not _allowed(topology.link(classes[x][0], classes[y][0]), intra))
             for x in range(m)
         ]
-        found = tables[(free_mask, intra)] = (inner, cross)
+        found = class_pairs[(free_mask, intra)] = (inner, cross)
     inner_ok, cross_bad = found
     degraded = [int(topology.gpus[c[0]].health is GpuHealthState.DEGRADED) for c in classes]
     first_masks = [[sum(1 << g for g in c[:i]) for i in range(len(c) + 1)] for c in classes]
     shapes: list[_Shape] = []
-    estimate = node.estimate
+    estimate = tables.estimate
 
     def score(counts: tuple[int, ...], group: int, sick: int, fixed: bool) -> None:
         est = estimate(group)
         rest = free_mask & ~group
         rest_bw = estimate(rest).busbw_gbps if rest else 0.0
-        key = (-round(est.busbw_gbps, 9), sick, -round(rest_bw, 9), -round(node.pair_sum(rest), 9))
-        shapes.append(_Shape(counts, key, node.bits(group), fixed, est.busbw_gbps, est.bottleneck))
+        key = (-round(est.busbw_gbps, 9), sick, -round(rest_bw, 9), -round(tables.pair_sum(rest), 9))
+        shapes.append(_Shape(counts, key, tables.bits(group), fixed, est.busbw_gbps, est.bottleneck))
 
     if all(size == 1 for size in sizes):
         # No two GPUs alike: every group is a shape of its own. Walk the k-subsets directly.
@@ -291,17 +291,17 @@ def well_connected_groups(
     if len(candidates) < k or limit == 0:
         return []
     free_mask = sum(1 << g for g in candidates)
-    node = _analysis(topology)
-    memo: dict[tuple[int, int, IntraNode, int | None], tuple[Group, ...]] = node.memo.setdefault("groups", {})
+    tables = topology_tables(topology)
+    memo: dict[tuple[int, int, IntraNode, int | None], tuple[Group, ...]] = tables.memo.setdefault("groups", {})
     key = (free_mask, k, intra, limit)
     found = memo.get(key)
     if found is None and limit is not None and (whole := memo.get((free_mask, k, intra, None))) is not None:
         found = whole[:limit]
     if found is None:
-        classes_memo: dict[int, list[list[int]]] = node.memo.setdefault("classes", {})
+        classes_memo: dict[int, list[list[int]]] = tables.memo.setdefault("classes", {})
         classes = classes_memo.get(free_mask)
         if classes is None:
             classes = classes_memo[free_mask] = _classes(topology, candidates)
-        shapes = _shapes(topology, node, classes, k, intra, free_mask)
+        shapes = _shapes(topology, tables, classes, k, intra, free_mask)
         found = memo[key] = tuple(_ranked(shapes, classes, limit))
     return list(found)

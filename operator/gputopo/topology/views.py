@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gputopo.api.nodetopology import LinkKind
-from gputopo.topology.estimate import _analysis, nic_assignment
+from gputopo.topology.estimate import nic_assignment, topology_tables
 from gputopo.topology.model import PCIE_LEVELS, Nic, Topology
 
 __all__ = [
@@ -103,14 +103,14 @@ def nearest_nics(topology: Topology, gpus: Sequence[int]) -> tuple[Nic, ...]:
     spread over them: the NICs are those of the matching the estimator uses; a GPU left without a NIC of
     its own shares the least used of its nearest ones.
     """
-    node = _analysis(topology)
+    tables = topology_tables(topology)
     _, picks = nic_assignment(topology, gpus)
     load: dict[int, int] = {j: 1 for j in picks.values()}
     chosen: list[int] = []
     for g in gpus:
         j = picks.get(g)
         if j is None:
-            nearest = node.nearest(g)
+            nearest = tables.nearest(g)
             if not nearest:
                 continue
             j = min(nearest, key=lambda c: (load.get(c, 0), c))
