@@ -11,6 +11,9 @@ from gputopo.api.conditions import Condition
 from gputopo.api.group import API_VERSION
 
 __all__ = [
+    "FabricHealth",
+    "FabricState",
+    "GpuFabric",
     "GpuHealth",
     "GpuHealthState",
     "GpuStatus",
@@ -22,6 +25,7 @@ __all__ = [
     "NicStatus",
     "NodeTopology",
     "NodeTopologyStatus",
+    "NvlinkDomain",
     "NvlinkInfo",
     "PcieInfo",
     "PodGpus",
@@ -59,6 +63,50 @@ class GpuHealthState(StrEnum):
     UNHEALTHY = "Unhealthy"
 
 
+class FabricState(StrEnum):
+    """NVML's ``nvmlGpuFabricState_t``: whether the GPU has registered with the NVLink fabric manager."""
+
+    NOT_SUPPORTED = "NotSupported"
+    NOT_STARTED = "NotStarted"
+    IN_PROGRESS = "InProgress"
+    COMPLETED = "Completed"
+
+
+class FabricHealth(StrEnum):
+    """A GPU's (or a node's) NVLink fabric as placement sees it."""
+
+    HEALTHY = "Healthy"
+    DEGRADED = "Degraded"
+    DOWN = "Down"
+
+
+class GpuFabric(StatusModel):
+    """A GPU's multi-node NVLink fabric info, as ``nvmlDeviceGetGpuFabricInfoV`` reports it.
+
+    ``clique`` is ``<clusterUuid>.<cliqueId>`` (GPU Feature Discovery's ``nvidia.com/gpu.clique`` value),
+    empty when the GPU is not attached to a multi-node fabric (state not Completed, a zero cluster UUID or
+    a failed registration).
+    """
+
+    cluster_uuid: str = ""
+    clique_id: int = Field(default=0, ge=0)
+    state: FabricState = FabricState.NOT_SUPPORTED
+    status: int = Field(default=0, description="nvmlReturn_t of the registration (0 = success)")
+    health_mask: int = Field(default=0, ge=0)
+    health_summary: str = Field(default="", description="Healthy, Unhealthy, LimitedCapacity or empty")
+    clique: str = ""
+    health: FabricHealth = FabricHealth.HEALTHY
+    reason: str = ""
+
+
+class NvlinkDomain(StatusModel):
+    """The node's multi-node NVLink domain (an NVL72 rack's NVSwitch fabric), from its GPUs' fabric info."""
+
+    clique: str = Field(default="", description="<clusterUuid>.<cliqueId>; empty when the node is in none")
+    health: FabricHealth = FabricHealth.HEALTHY
+    reason: str = ""
+
+
 class ProbeInfo(StatusModel):
     version: str = ""
     backend: str = Field(default="", description="nvml, fake or nvidia-smi")
@@ -69,6 +117,7 @@ class SystemInfo(StatusModel):
     cuda_driver_version: str = ""
     gpu_direct_rdma: bool = Field(default=False, alias="gpuDirectRDMA")
     nvswitch: bool = False
+    nvlink_domain: NvlinkDomain | None = None
 
 
 class PcieInfo(StatusModel):
@@ -100,6 +149,7 @@ class GpuStatus(StatusModel):
     pcie: PcieInfo = Field(default_factory=PcieInfo)
     nvlink: NvlinkInfo = Field(default_factory=NvlinkInfo)
     health: GpuHealth = Field(default_factory=GpuHealth)
+    fabric: GpuFabric | None = None
 
 
 class LinkStatus(StatusModel):

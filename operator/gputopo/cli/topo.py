@@ -37,6 +37,7 @@ from gputopo.topology import (
     to_status,
     with_gpu_model,
 )
+from gputopo.topology.gang import split_evenly
 from gputopo.topology.nvidia_smi import cell_text
 
 __all__ = ["register"]
@@ -303,9 +304,17 @@ def estimate(
     topology_file: Annotated[
         str, typer.Option("--topology", help="nvidia-smi text or NodeTopology YAML (or a node type name).")
     ],
-    gpus: Annotated[str, typer.Option("--gpus", help="GPU indices: 0,1,2,3 or 0-3 or all.")],
+    gpus: Annotated[str, typer.Option("--gpus", help="GPU indices: 0,1,2,3 or 0-3 or all.")] = "all",
     gpu_model: GpuModelOpt = None,
     nodes: Annotated[int, typer.Option("--nodes", help="N identical nodes, each using these GPUs.")] = 1,
+    nodes_per_domain: Annotated[
+        int | None,
+        typer.Option(
+            "--nodes-per-domain",
+            help="Nodes per multi-node NVLink domain (18 for an NVL72 rack of GB200 trays): the N nodes are "
+            "spread evenly over ceil(N/D) domains.",
+        ),
+    ] = None,
     nic_rate_gbps: Annotated[
         float | None, typer.Option("--nic-rate-gbps", help="Every NIC's rate, Gb/s (nvidia-smi does not say).")
     ] = None,
@@ -326,18 +335,32 @@ def estimate(
         chosen = _parse_gpus(gpus, topology)
         if not chosen:
             raise CliError("--gpus names no GPU")
+        domains: list[str] | None = None
+        if nodes_per_domain is not None:
+            if nodes_per_domain < 1:
+                raise CliError(f"--nodes-per-domain must be at least 1, not {nodes_per_domain}")
+            sizes = split_evenly(nodes, -(-nodes // nodes_per_domain))
+            domains = [f"domain-{d}" for d, size in enumerate(sizes) for _ in range(size)]
         if nodes == 1:
             result = estimate_node(topology, chosen)
         else:
             result = estimate_gang(
-                [(topology, chosen)] * nodes, oversubscription=oversubscription, nic_rate_gbps=nic_rate_gbps
+                [(topology, chosen)] * nodes,
+                oversubscription=oversubscription,
+                nic_rate_gbps=nic_rate_gbps,
+                domains=domains,
             )
     except (CliError, TopologyError) as error:
         _fail(str(error))
     if as_json:
-        typer.echo(json.dumps({"busbw_GBps": round(result.busbw_gbps, 3), "bottleneck": result.bottleneck}))
+        document: dict[str, Any] = {"busbw_GBps": round(result.busbw_gbps, 3), "bottleneck": result.bottleneck}
+        if domains is not None:
+            document["domains"] = [domains.count(d) for d in dict.fromkeys(domains)]
+        typer.echo(json.dumps(document))
         return
     where = f"{len(chosen)} GPU(s)" + (f" on each of {nodes} nodes" if nodes > 1 else "")
+    if domains is not None:
+        where += f" in {len(set(domains))} NVLink domain(s)"
     typer.echo(f"estimated all-reduce bus bandwidth of {where}: {result.busbw_gbps:.1f} GB/s")
     typer.echo(f"bottleneck: {result.bottleneck}")
 

@@ -19,12 +19,12 @@ from gputopo.topology.catalog import NODE_TYPES, NodeType, load_node_type
 from gputopo.topology.convert import from_status, to_status
 from gputopo.topology.estimate import (
     BusBandwidth,
-    estimate_gang,
     estimate_node,
     hop_gbps,
     inter_node_bandwidth,
     nic_assignment,
 )
+from gputopo.topology.gang import estimate_gang
 from gputopo.topology.groups import Group, pair_allowed, well_connected_groups
 from gputopo.topology.loader import load_topology, read_topology_text, with_gpu_model
 from gputopo.topology.model import PCIE_LEVELS, Gpu, Link, Nic, SystemFacts, Topology, TopologyError, pair

@@ -1,4 +1,5 @@
-"""The estimator against published nccl-tests results (``fixtures/nccl-busbw-calibration.tsv``).
+"""The estimator against published nccl-tests results (``fixtures/nccl-busbw-calibration.tsv``, and the GB200
+NVL72 rows of ``fixtures/nvl72-busbw-calibration.tsv``, from shared/reference/dra-and-mnnvl.md B4).
 
 Each row of the table is mapped to a placement on a catalog node type: which GPUs, how many nodes, what
 the posting says the NICs are. A few rows cannot be matched or disagree with other rows about the same
@@ -14,24 +15,30 @@ import statistics
 from dataclasses import dataclass, replace
 
 from gputopo.api.nodetopology import LinkKind, LinkState
-from gputopo.topology.catalog import calibration_text, load_node_type
-from gputopo.topology.estimate import estimate_gang, estimate_node
+from gputopo.topology.catalog import GB200_TRAY, calibration_text, load_node_type, nvl72_calibration_text
+from gputopo.topology.estimate import estimate_node, nvlink_fabric
+from gputopo.topology.gang import domain_bandwidth, estimate_gang, split_evenly
 from gputopo.topology.loader import with_gpu_model
 from gputopo.topology.model import Topology
 
 __all__ = [
     "CASES",
     "MAX_MEDIAN_ERROR",
+    "MAX_NVL72_ROW_ERROR",
     "MAX_NVLINK_ROW_ERROR",
+    "NVL72_CASES",
     "Case",
+    "Nvl72Case",
     "Result",
     "calibrate",
+    "calibrate_nvl72",
     "format_table",
     "median_error",
 ]
 
 MAX_MEDIAN_ERROR = 0.20
 MAX_NVLINK_ROW_ERROR = 0.35
+MAX_NVL72_ROW_ERROR = 0.10
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,3 +188,58 @@ def format_table(results: list[Result]) -> str:
         f"median absolute error over {sum(r.error is not None for r in results)} rows: {median_error(results):.1%}"
     )
     return "\n".join(lines)
+
+
+# -- GB200 NVL72 ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Nvl72Case:
+    """A published NVL72 row: GB200 trays (all 4 GPUs each) spread evenly over NVLink domains."""
+
+    trays: int
+    domains: int
+    ring: bool = False  # NCCL_ALGO=Ring or NCCL_NVLS_ENABLE=0: no NVLink SHARP
+    note: str = ""
+
+
+NVL72_CASES: dict[int, Nvl72Case | str] = {
+    1: Nvl72Case(1, 1, ring=True, note="forced Ring on one tray"),
+    2: Nvl72Case(2, 1, note="two trays over multi-node NVLink"),
+    3: "the InfiniBand-only run of the same post states neither the NICs used nor NCCL's settings; with the tray's "
+    "4x 400G the model gives 188 GB/s, and row 5 measures 196.7 GB/s over those 4 NICs",
+    4: Nvl72Case(18, 1, note="a full rack"),
+    5: Nvl72Case(3, 3, ring=True, note="three racks, one tray each, over InfiniBand"),
+    6: Nvl72Case(6, 3, ring=True, note="three racks, two trays each"),
+}
+
+
+def _nvl72_estimate(case: Nvl72Case) -> tuple[float, str]:
+    tray = load_node_type(GB200_TRAY)
+    gpus = tuple(range(tray.gpu_count))
+    sizes = split_evenly(case.trays, case.domains)
+    domains = [f"rack-{d}" for d, size in enumerate(sizes) for _ in range(size)]
+    result = estimate_gang([(tray, gpus)] * case.trays, domains=domains)
+    if not case.ring:
+        return result.busbw_gbps, result.bottleneck
+    fabric, _ = nvlink_fabric(tray, gpus)
+    ring, _ = domain_bandwidth(max(sizes) * len(gpus), fabric, nvls=False)
+    if ring < result.busbw_gbps:
+        return ring, f"NVLink ring ({fabric:.0f} GB/s per GPU)"
+    return result.busbw_gbps, result.bottleneck
+
+
+def calibrate_nvl72() -> list[Result]:
+    """Every published GB200 NVL72 row with the estimator's figure (None where set aside)."""
+    rows = list(csv.DictReader(io.StringIO(nvl72_calibration_text()), delimiter="\t"))
+    results = []
+    for number, row in enumerate(rows, start=1):
+        case = NVL72_CASES[number]
+        published = _number(row["busbw_GBps"])
+        head = (number, row["system"], int(row["nodes"]), row["interconnect"], published)
+        if isinstance(case, str):
+            results.append(Result(*head, predicted=None, bottleneck="", set_aside=case))
+            continue
+        value, bottleneck = _nvl72_estimate(case)
+        results.append(Result(*head, predicted=value, bottleneck=bottleneck, note=case.note))
+    return results

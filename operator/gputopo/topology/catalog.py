@@ -1,4 +1,5 @@
-"""Node types for the sandbox, the simulator and the tests, each built from a real ``nvidia-smi topo -m``.
+"""Node types for the sandbox, the simulator and the tests, built from a real ``nvidia-smi topo -m`` where one
+was posted (every type but the GB200 tray, which is built from NVIDIA's hardware description).
 
 The fixtures under ``fixtures/nvidia-smi/`` are copies of ``shared/fixtures/topology/nvidia-smi/`` (their
 first two lines say where each was posted and what the machine is). The text names neither the GPU nor
@@ -16,16 +17,26 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from types import MappingProxyType
 
+from gputopo.api.nodetopology import LinkKind
 from gputopo.topology.bandwidth import gpu_spec
-from gputopo.topology.model import SystemFacts, Topology
+from gputopo.topology.model import Gpu, Link, Nic, SystemFacts, Topology
 from gputopo.topology.nvidia_smi import parse_nvidia_smi_all
 
-__all__ = ["NODE_TYPES", "NodeType", "calibration_text", "fixture_names", "fixture_text", "load_node_type"]
+__all__ = [
+    "GB200_TRAY",
+    "NODE_TYPES",
+    "NodeType",
+    "calibration_text",
+    "fixture_names",
+    "fixture_text",
+    "load_node_type",
+    "nvl72_calibration_text",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class NodeType:
-    """A kind of GPU node: which fixture it comes from and what the fixture does not say."""
+    """A kind of GPU node: which fixture it comes from (none for a built type) and what the fixture does not say."""
 
     name: str
     fixture: str
@@ -43,7 +54,17 @@ def _types(*types: NodeType) -> Mapping[str, NodeType]:
     return MappingProxyType({t.name: t for t in types})
 
 
+GB200_TRAY = "gb200-tray"
+
 NODE_TYPES: Mapping[str, NodeType] = _types(
+    NodeType(
+        GB200_TRAY,
+        "",
+        "NVIDIA GB200",
+        400.0,  # 4x ConnectX-7 single-port 400G OSFP per tray (DGX GB200 User Guide, "Hardware")
+        "GB200 NVL72 compute tray: 4x B200 on the rack's NVSwitch fabric (NV18), 4 NICs of 400G, 2 Grace NUMA nodes",
+        memory_mib=186 * 1024,  # "GB200-186GB" (MLCommons inference v6.1 system description)
+    ),
     NodeType(
         "hgx-h100",
         "hgx-h100-8gpu-nv18-8xmlx5-1nic-per-gpu.txt",
@@ -183,9 +204,58 @@ def fixture_text(name: str) -> str:
     return _fixtures().joinpath("nvidia-smi", name).read_text(encoding="utf-8")
 
 
+def nvl72_calibration_text() -> str:
+    """Published GB200 NVL72 nccl-tests bus bandwidths (shared/reference/dra-and-mnnvl.md B4, with sources)."""
+    return _fixtures().joinpath("nvl72-busbw-calibration.tsv").read_text(encoding="utf-8")
+
+
 def calibration_text() -> str:
     """The nccl-tests bus bandwidth calibration table (a copy of shared/fixtures/nccl-busbw-calibration.tsv)."""
     return _fixtures().joinpath("nccl-busbw-calibration.tsv").read_text(encoding="utf-8")
+
+
+def _gb200_tray(node_type: NodeType) -> Topology:
+    """A GB200 NVL72 compute tray (no posted ``nvidia-smi topo -m`` to read, so built from the hardware facts).
+
+    DGX GB200 User Guide "Hardware": 2 Grace CPUs and 4 Blackwell GPUs per 1RU tray, 4 ConnectX-7 400G ports
+    for the east-west network. ``nvidia-smi topo -m`` shows NV18 between the tray's GPUs (MLCommons inference
+    v6.1, Crusoe ``GB200-NVL72_GB200-186GB_aarch64x16_Dynamo.json``): all NVLink goes through the rack's switch
+    trays, so every pair is an NVSwitch link. GPUs 0-1 hang off the first Grace, 2-3 off the second. Each NIC
+    is modelled next to its own GPU (PIX): NCCL drives a GB200's NICs with GPUDirect RDMA over the C2C link
+    (``NCCL_NET_GDR_C2C=1`` in CoreWeave's GB200 nccl-tests script), which the 3-rack ring figure of
+    NVIDIA/nccl#1801 (196.7 GB/s over 4 such NICs) bears out *[inferred]*.
+    """
+    spec = gpu_spec(node_type.gpu_model)
+    pcie = spec.pcie_generation if spec is not None else 0
+    nvlinks = spec.nvlinks if spec is not None else 18
+    gpus = [
+        Gpu(
+            i,
+            model=node_type.gpu_model,
+            architecture="Blackwell",
+            memory_mib=node_type.memory_mib,
+            numa_node=i // 2,
+            pcie_generation=pcie,
+            pcie_width=16,
+            nvlink_version=5,
+        )
+        for i in range(4)
+    ]
+    links = [Link(a, b, LinkKind.NVSWITCH, nvlinks) for a in range(4) for b in range(a + 1, 4)]
+    nics = [
+        Nic(
+            f"mlx5_{i}",
+            link_layer=node_type.link_layer,
+            rate_gbps=node_type.nic_rate_gbps,
+            numa_node=i // 2,
+            affinity=tuple(
+                LinkKind.PIX if g == i else LinkKind.NODE if g // 2 == i // 2 else LinkKind.SYS for g in range(4)
+            ),
+        )
+        for i in range(4)
+    ]
+    system = SystemFacts(driver_version=node_type.driver_version, nvswitch=True, gpudirect_rdma=True)
+    return Topology.build(gpus, links, nics, system)
 
 
 @cache
@@ -195,6 +265,8 @@ def load_node_type(name: str) -> Topology:
         node_type = NODE_TYPES[name]
     except KeyError:
         raise KeyError(f"unknown node type {name!r}; known: {', '.join(NODE_TYPES)}") from None
+    if not node_type.fixture:
+        return _gb200_tray(node_type)
     topology = parse_nvidia_smi_all(fixture_text(node_type.fixture), gpu_model=node_type.gpu_model)[node_type.block]
     spec = gpu_spec(node_type.gpu_model)
     pcie = spec.pcie_generation if spec is not None else 0

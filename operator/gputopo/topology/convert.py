@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from gputopo.api.nodetopology import (
+    GpuFabric,
     GpuHealth,
     GpuStatus,
     LinkKind,
@@ -12,13 +13,15 @@ from gputopo.api.nodetopology import (
     NicAffinity,
     NicStatus,
     NodeTopologyStatus,
+    NvlinkDomain,
     NvlinkInfo,
     PcieInfo,
     ProbeInfo,
     SystemInfo,
 )
 from gputopo.topology.bandwidth import link_bandwidth_gbps
-from gputopo.topology.model import PCIE_LEVELS, Gpu, Link, Nic, SystemFacts, Topology, TopologyError
+from gputopo.topology.fabric import HEALTH_SUMMARY_NAMES, fabric_health, node_domain
+from gputopo.topology.model import PCIE_LEVELS, Fabric, Gpu, Link, Nic, SystemFacts, Topology, TopologyError
 
 __all__ = ["from_status", "to_status"]
 
@@ -40,6 +43,45 @@ def _active_links(topology: Topology, gpu: int) -> int:
     return switched + direct
 
 
+def _fabric_status(fabric: Fabric | None) -> GpuFabric | None:
+    if fabric is None:
+        return None
+    health, reason = fabric_health(fabric)
+    return GpuFabric(
+        cluster_uuid=fabric.cluster_uuid,
+        clique_id=fabric.clique_id,
+        state=fabric.state,
+        status=fabric.status,
+        health_mask=fabric.health_mask,
+        health_summary=HEALTH_SUMMARY_NAMES.get(fabric.health_summary, ""),
+        clique=fabric.clique,
+        health=health,
+        reason=reason,
+    )
+
+
+def _fabric(status: GpuFabric | None) -> Fabric | None:
+    if status is None:
+        return None
+    summaries = {name: value for value, name in HEALTH_SUMMARY_NAMES.items()}
+    return Fabric(
+        cluster_uuid=status.cluster_uuid,
+        clique_id=status.clique_id,
+        state=status.state,
+        status=status.status,
+        health_mask=status.health_mask,
+        health_summary=summaries.get(status.health_summary, 0),
+    )
+
+
+def _domain_status(topology: Topology) -> NvlinkDomain | None:
+    """The node's NVLink domain, or None when no GPU reports fabric info at all."""
+    if all(g.fabric is None for g in topology.gpus):
+        return None
+    domain = node_domain(topology)
+    return NvlinkDomain(clique=domain.clique, health=domain.health, reason=domain.reason)
+
+
 def to_status(
     topology: Topology,
     *,
@@ -59,6 +101,7 @@ def to_status(
             pcie=PcieInfo(generation=g.pcie_generation, width=g.pcie_width),
             nvlink=NvlinkInfo(version=g.nvlink_version, active_links=_active_links(topology, g.index)),
             health=GpuHealth(state=g.health, reason=g.health_reason),
+            fabric=_fabric_status(g.fabric),
         )
         for g in topology.gpus
     ]
@@ -92,6 +135,7 @@ def to_status(
         cuda_driver_version=topology.system.cuda_driver_version,
         gpu_direct_rdma=topology.system.gpudirect_rdma,
         nvswitch=topology.system.nvswitch,
+        nvlink_domain=_domain_status(topology),
     )
     return NodeTopologyStatus(
         observed_at=observed_at,
@@ -124,6 +168,7 @@ def from_status(status: NodeTopologyStatus) -> Topology:
             nvlink_version=g.nvlink.version,
             health=g.health.state,
             health_reason=g.health.reason,
+            fabric=_fabric(g.fabric),
         )
         for g in ordered
     ]

@@ -28,7 +28,8 @@ One node (``estimate_node``), GPU set S of size k:
   estimate, and none depends on how the GPUs are numbered. Without a GPU model the NVLink generation is
   unknown and 25 GB/s per link (NVLink2-4) is assumed, without NVLS: pass the model.
 
-Several nodes (``estimate_gang``): the minimum of each node's intra-node figure and the inter-node part.
+Several nodes (``estimate_gang``, in ``gputopo.topology.gang``): the minimum of each node's intra-node figure
+and the inter-node part.
 Each node's inter-node bandwidth is what its chosen GPUs can push through their nearest Up NICs: a
 maximum-weight matching of GPUs to NICs at each GPU's nearest distance (a NIC shared by two GPUs counts
 once), each pair worth ``rate * NET_EFFICIENCY * NIC_DISTANCE_SHARE[distance]``, capped by the GPU's PCIe
@@ -73,11 +74,12 @@ __all__ = [
     "BusBandwidth",
     "TopologyTables",
     "clear_shared_tables",
-    "estimate_gang",
     "estimate_node",
     "hop_gbps",
     "inter_node_bandwidth",
+    "inter_node_part",
     "nic_assignment",
+    "nvlink_fabric",
     "topology_tables",
 ]
 
@@ -502,7 +504,7 @@ def _host_network(topology: Topology, gpus: Sequence[int], nic_rate_gbps: float 
     return min(rate / 8 * NET_EFFICIENCY * NIC_DISTANCE_SHARE[LinkKind.SYS], cap)
 
 
-def _inter_node(topology: Topology, gpus: Sequence[int], nic_rate_gbps: float | None) -> tuple[float, str]:
+def inter_node_part(topology: Topology, gpus: Sequence[int], nic_rate_gbps: float | None) -> tuple[float, str]:
     total, picks = nic_assignment(topology, gpus, nic_rate_gbps)
     if not picks:
         value = _host_network(topology, gpus, nic_rate_gbps)
@@ -523,45 +525,19 @@ def inter_node_bandwidth(topology: Topology, gpus: Sequence[int], nic_rate_gbps:
     ``estimate_node`` and this value divided by the tier's oversubscription.
     """
     _mask(topology, gpus)
-    value, what = _inter_node(topology, list(gpus), nic_rate_gbps)
+    value, what = inter_node_part(topology, list(gpus), nic_rate_gbps)
     return BusBandwidth(value, what)
 
 
-def estimate_gang(
-    members: Sequence[tuple[Topology, Sequence[int]]],
-    *,
-    oversubscription: float = 1.0,
-    nic_rate_gbps: float | None = None,
-) -> BusBandwidth:
-    """Estimated bus bandwidth of a gang spread over nodes: one ``(topology, gpus)`` member per node.
+def nvlink_fabric(topology: Topology, gpus: Sequence[int]) -> tuple[float, bool]:
+    """The NVLink bandwidth (GB/s per direction) each chosen GPU has into an NVSwitch fabric, and whether all of
+    them do NVLink SHARP; 0 when one of them has no fabric link.
 
-    The minimum of each node's intra-node ring and the inter-node part (the weakest node's nearest-NIC
-    bandwidth divided by the network tier's ``oversubscription``). One member is ``estimate_node``.
-    ``nic_rate_gbps`` replaces every NIC's rate (Gb/s).
+    A GPU's figure is its best usable NVSwitch link (links * per-link: the GPU's whole NVLink), so a GPU whose
+    fabric links are all Down, or that has only direct NVLink or PCIe, has none and cannot use a multi-node
+    NVLink domain.
     """
-    if not members:
-        raise TopologyError("a gang needs at least one member")
-    if oversubscription <= 0:
-        raise TopologyError(f"oversubscription must be positive, got {oversubscription}")
-    if nic_rate_gbps is not None and nic_rate_gbps <= 0:
-        raise TopologyError(f"NIC rate must be positive, got {nic_rate_gbps}")
-    if len(members) == 1:
-        topology, gpus = members[0]
-        return estimate_node(topology, gpus)
-    worst_intra: tuple[float, str] | None = None
-    worst_inter: tuple[float, str] | None = None
-    for rank, (topology, gpus) in enumerate(members):
-        intra = estimate_node(topology, gpus)
-        if worst_intra is None or intra.busbw_gbps < worst_intra[0]:
-            worst_intra = (intra.busbw_gbps, f"node {rank}: {intra.bottleneck}")
-        value, what = _inter_node(topology, gpus, nic_rate_gbps)
-        if worst_inter is None or value < worst_inter[0]:
-            worst_inter = (value, f"node {rank}: {what}")
-    assert worst_intra is not None and worst_inter is not None
-    inter_value, inter_what = worst_inter
-    inter_value /= oversubscription
-    if oversubscription != 1.0:
-        inter_what += f", ÷ {oversubscription:g} tier oversubscription"
-    if inter_value < worst_intra[0]:
-        return BusBandwidth(inter_value, f"inter-node {inter_what}")
-    return BusBandwidth(worst_intra[0], f"intra-node {worst_intra[1]}")
+    node = topology_tables(topology)
+    bits = node.bits(_mask(topology, gpus))
+    gbps = min(max(node.switch[g]) if node.n > 1 else 0.0 for g in bits)
+    return gbps, all(node.nvls[g] for g in bits)

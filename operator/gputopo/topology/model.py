@@ -11,10 +11,12 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from gputopo.api.nodetopology import GpuHealthState, LinkKind, LinkState, NicState
+from gputopo.api.nodetopology import FabricState, GpuHealthState, LinkKind, LinkState, NicState
 
 __all__ = [
     "PCIE_LEVELS",
+    "ZERO_CLUSTER_UUID",
+    "Fabric",
     "Gpu",
     "Link",
     "Nic",
@@ -37,6 +39,43 @@ def pair(a: int, b: int) -> tuple[int, int]:
     return (a, b) if a < b else (b, a)
 
 
+# NVML's cluster UUID of a GPU that has NVLink but no multi-node fabric (the NVIDIA DRA driver's reading).
+ZERO_CLUSTER_UUID = "00000000-0000-0000-0000-000000000000"
+
+
+@dataclass(frozen=True, slots=True)
+class Fabric:
+    """A GPU's multi-node NVLink fabric info (``nvmlGpuFabricInfo_v3_t``): which NVLink domain it is in.
+
+    ``status`` is the registration's nvmlReturn_t (0 = success), read only when ``state`` is Completed;
+    ``health_mask`` and ``health_summary`` are NVML's raw values (``gputopo.topology.fabric`` decodes them).
+    """
+
+    cluster_uuid: str = ""
+    clique_id: int = 0
+    state: FabricState = FabricState.NOT_SUPPORTED
+    status: int = 0
+    health_mask: int = 0
+    health_summary: int = 0
+
+    @property
+    def attached(self) -> bool:
+        """In a multi-node NVLink domain: registered (Completed, success) with a non-zero cluster UUID.
+
+        The rule of go-nvlib's ``IsFabricAttached``, which GPU Feature Discovery and NCCL also apply.
+        """
+        return (
+            self.state is FabricState.COMPLETED
+            and self.status == 0
+            and self.cluster_uuid not in ("", ZERO_CLUSTER_UUID)
+        )
+
+    @property
+    def clique(self) -> str:
+        """``<clusterUuid>.<cliqueId>`` (GPU Feature Discovery's ``nvidia.com/gpu.clique``), '' unattached."""
+        return f"{self.cluster_uuid}.{self.clique_id}" if self.attached else ""
+
+
 @dataclass(frozen=True, slots=True)
 class Gpu:
     index: int
@@ -51,6 +90,7 @@ class Gpu:
     nvlink_version: int = 0
     health: GpuHealthState = GpuHealthState.HEALTHY
     health_reason: str = ""
+    fabric: Fabric | None = None
 
     @property
     def healthy(self) -> bool:

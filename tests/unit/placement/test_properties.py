@@ -14,7 +14,7 @@ from gputopo.placement.exact import optimum
 from gputopo.placement.gang import NodeShare, score_gang, spanning_tier
 from gputopo.placement.policies import POLICIES
 from gputopo.topology.catalog import NODE_TYPES, load_node_type
-from gputopo.topology.estimate import estimate_gang
+from gputopo.topology.gang import estimate_gang
 
 TYPES = sorted(NODE_TYPES)
 

@@ -10,14 +10,18 @@ import pytest
 from gputopo.topology.calibration import (
     CASES,
     MAX_MEDIAN_ERROR,
+    MAX_NVL72_ROW_ERROR,
     MAX_NVLINK_ROW_ERROR,
+    NVL72_CASES,
     Result,
     calibrate,
+    calibrate_nvl72,
     format_table,
     median_error,
 )
 from gputopo.topology.catalog import load_node_type
 from gputopo.topology.estimate import estimate_node
+from gputopo.topology.gang import estimate_gang
 
 
 @pytest.fixture(scope="module")
@@ -57,3 +61,37 @@ def test_maintainers_ring_figure_for_h100() -> None:
     # Row 2 also says "~370 effective NVLink busbw ... NCCL_ALGO=RING": the ring on a 2-GPU set (no NVLS win).
     ring = estimate_node(load_node_type("hgx-h100"), [0, 1]).busbw_gbps
     assert ring == pytest.approx(370, rel=0.1)
+
+
+# -- GB200 NVL72 (multi-node NVLink domains) ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def nvl72() -> list[Result]:
+    table = calibrate_nvl72()
+    print("\n" + format_table(table))
+    return table
+
+
+def test_every_nvl72_row_is_mapped_or_set_aside_with_a_reason(nvl72: list[Result]) -> None:
+    assert [r.row for r in nvl72] == sorted(NVL72_CASES)
+    assert all(len(r.set_aside) > 30 for r in nvl72 if r.predicted is None)
+    assert sum(r.predicted is not None for r in nvl72) == 5
+
+
+@pytest.mark.parametrize(
+    "row", [1, 2, 4, 5, 6], ids=["one-tray-ring", "two-trays-mnnvl", "full-rack", "3-racks-x1", "3-racks-x2"]
+)
+def test_nvl72_rows(nvl72: list[Result], row: int) -> None:
+    r = next(r for r in nvl72 if r.row == row)
+    assert r.error is not None and r.error <= MAX_NVL72_ROW_ERROR, f"row {row}: {r.predicted} vs {r.published}"
+
+
+def test_multi_node_nvlink_beats_infiniband_tenfold_order() -> None:
+    # The published gap: two trays over MNNVL ~811 GB/s against ~85 over InfiniBand. The model keeps the order
+    # of magnitude between one domain and two (each tray's 4 NICs of 400G).
+    tray = load_node_type("gb200-tray")
+    gpus = [0, 1, 2, 3]
+    one = estimate_gang([(tray, gpus)] * 2, domains=["rack-a", "rack-a"]).busbw_gbps
+    two = estimate_gang([(tray, gpus)] * 2, domains=["rack-a", "rack-b"]).busbw_gbps
+    assert one > 4 * two

@@ -127,12 +127,35 @@ def test_estimate_json(fixtures: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("nodes", "per_domain", "domains", "where"),
+    [
+        ("2", "18", [2], "intra-domain"),
+        ("18", "18", [18], "intra-domain"),
+        ("24", "18", [12, 12], "intra-domain"),
+        ("24", "8", [8, 8, 8], "intra-domain"),  # 32 NICs per rack outrun the NVLink figure
+        ("4", "2", [2, 2], "inter-domain"),
+        ("3", "1", [1, 1, 1], "inter-domain"),
+    ],
+    ids=["2-trays-1-rack", "full-rack", "24-over-2-racks", "24-in-slices-of-8", "2x2", "a-tray-per-rack"],
+)
+def test_estimate_nvlink_domains(nodes: str, per_domain: str, domains: list[int], where: str) -> None:
+    args = ("--topology", "gb200-tray", "--gpu-model", "NVIDIA GB200", "--nodes", nodes, "--nic-rate-gbps", "400")
+    code, out, _ = run("estimate", *args, "--nodes-per-domain", per_domain, "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["domains"] == domains and doc["bottleneck"].startswith(where)
+    code, out, _ = run("estimate", *args, "--json")
+    assert code == 0 and json.loads(out)["busbw_GBps"] <= doc["busbw_GBps"], "a domain never loses to NICs alone"
+
+
+@pytest.mark.parametrize(
     ("args", "message"),
     [
         (("estimate", "--topology", "hgx-h100", "--gpus", "0,9", "--json"), "no GPU9"),
         (("estimate", "--topology", "hgx-h100", "--gpus", "a,b"), "not a GPU index"),
         (("estimate", "--topology", "hgx-h100", "--gpus", "1,1"), "twice"),
         (("estimate", "--topology", "hgx-h100", "--gpus", "0", "--nodes", "0"), "--nodes"),
+        (("estimate", "--topology", "gb200-tray", "--nodes", "2", "--nodes-per-domain", "0"), "--nodes-per-domain"),
         (("estimate", "--topology", "/no/such/file", "--gpus", "0", "--json"), "no such file"),
         (("topo", "show"), "FILE or --node"),
         (("topo", "import", "/no/such/file"), "no such file"),

@@ -110,7 +110,8 @@ def test_load_topology_errors() -> None:
 
 
 def test_catalog_covers_every_fixture() -> None:
-    assert {t.fixture for t in NODE_TYPES.values()} == set(fixture_names())
+    assert {t.fixture for t in NODE_TYPES.values() if t.fixture} == set(fixture_names())
+    assert [t.name for t in NODE_TYPES.values() if not t.fixture] == ["gb200-tray"], "built, no posted matrix"
     for name in ("hgx-h100", "dgx-a100", "hgx-a100", "h100-nvl-pairs", "dgx1-v100", "rtx4090-pcie", "l40s-pcie"):
         assert name in NODE_TYPES
     assert "a100-polaris" in NODE_TYPES
@@ -124,6 +125,15 @@ def test_node_types_load(name: str) -> None:
     assert t.gpu_model == kind.gpu_model and gpu_spec(kind.gpu_model) is not None
     assert all(n.rate_gbps == kind.nic_rate_gbps and n.link_layer == kind.link_layer for n in t.nics)
     assert all(g.pcie_generation > 0 for g in t.gpus)
+
+
+def test_gb200_tray_node_type() -> None:
+    t = load_node_type("gb200-tray")
+    assert t.gpu_count == 4 and t.system.nvswitch
+    assert all(link.kind is LinkKind.NVSWITCH and link.nvlinks == 18 for link in t.links.values())
+    assert [n.rate_gbps for n in t.nics] == [400.0] * 4
+    assert [g.numa_node for g in t.gpus] == [0, 0, 1, 1], "two Grace NUMA nodes"
+    assert from_status(to_status(t)) == t
 
 
 def test_hgx_h100_node_type() -> None:
