@@ -108,6 +108,9 @@ class NullKube:
     def apply_node_labels(self, name: str, labels: dict[str, str]) -> None:
         self.writes += 1
 
+    def foreign_label(self, name: str, key: str) -> str | None:
+        return None
+
     def node_event(self, node: str, node_uid: str, *, reason: str, message: str, warning: bool) -> None:
         self.writes += 1
 

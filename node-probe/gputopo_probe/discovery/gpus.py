@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gputopo.topology.model import Gpu, SystemFacts
+from gputopo_probe.discovery.fabric import read_fabric
 from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.nvml import ARCHITECTURES, Nvml, normalise_bus_id
 
@@ -50,4 +51,5 @@ def read_gpu(nvml: Nvml, sysfs: Sysfs, index: int, handle: Any, nvlink_version: 
         pcie_generation=int(nvml.optional("nvmlDeviceGetMaxPcieLinkGeneration", handle, default=0)),
         pcie_width=int(nvml.optional("nvmlDeviceGetMaxPcieLinkWidth", handle, default=0)),
         nvlink_version=nvlink_version,
+        fabric=read_fabric(nvml, handle),
     )

@@ -19,10 +19,11 @@ from typing import Any, Literal
 from gputopo.topology.model import pair
 from gputopo_probe.errors import FaultStoreError
 
-__all__ = ["FaultStore", "GpuFault", "LinkFault", "NicFault", "NodeFaults"]
+__all__ = ["FabricFault", "FaultStore", "GpuFault", "LinkFault", "NicFault", "NodeFaults"]
 
 LinkFault = Literal["down", "degraded", "up"]
 NicFault = Literal["down", "up"]
+FabricFault = Literal["down", "degraded", "up"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,8 @@ class NodeFaults:
     links: dict[tuple[int, int], str] = field(default_factory=dict)
     nics: dict[str, str] = field(default_factory=dict)
     gpus: dict[int, GpuFault] = field(default_factory=dict)
+    fabric: str = ""
+    """The node's NVLink fabric: "" healthy, "degraded" (less bandwidth, e.g. a switch tray lost), "down"."""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> NodeFaults:
@@ -49,18 +52,20 @@ class NodeFaults:
             int(k): GpuFault(v.get("xid"), bool(v.get("hot", False)), int(v.get("seq", 0)))
             for k, v in dict(data.get("gpus", {})).items()
         }
-        return cls(links, {str(k): str(v) for k, v in dict(data.get("nics", {})).items()}, gpus)
+        nics = {str(k): str(v) for k, v in dict(data.get("nics", {})).items()}
+        return cls(links, nics, gpus, str(data.get("fabric", "")))
 
     def to_json(self) -> dict[str, Any]:
         return {
             "links": {f"{a}-{b}": s for (a, b), s in sorted(self.links.items())},
             "nics": dict(sorted(self.nics.items())),
             "gpus": {str(i): {"xid": g.xid, "hot": g.hot, "seq": g.seq} for i, g in sorted(self.gpus.items())},
+            "fabric": self.fabric,
         }
 
     @property
     def empty(self) -> bool:
-        return not (self.links or self.nics or self.gpus)
+        return not (self.links or self.nics or self.gpus or self.fabric)
 
 
 _NONE = NodeFaults()
@@ -129,7 +134,7 @@ class FaultStore:
                 links.pop(pair(a, b), None)
             else:
                 links[pair(a, b)] = state
-            self._write(node, NodeFaults(links, faults.nics, faults.gpus))
+            self._write(node, NodeFaults(links, faults.nics, faults.gpus, faults.fabric))
 
     def nic(self, node: str, nic_name: str, state: NicFault) -> None:
         if state not in ("down", "up"):
@@ -140,7 +145,7 @@ class FaultStore:
                 nics.pop(nic_name, None)
             else:
                 nics[nic_name] = state
-            self._write(node, NodeFaults(faults.links, nics, faults.gpus))
+            self._write(node, NodeFaults(faults.links, nics, faults.gpus, faults.fabric))
 
     def gpu(self, node: str, index: int, *, xid: int | None = None, hot: bool = False, clear: bool = False) -> None:
         """Set GPU ``index``'s fault to exactly this XID and heat; ``clear`` removes it."""
@@ -149,7 +154,14 @@ class FaultStore:
             old = gpus.pop(index, GpuFault())
             if not clear and (xid is not None or hot):
                 gpus[index] = GpuFault(xid, hot, old.seq + (1 if xid is not None else 0))
-            self._write(node, NodeFaults(faults.links, faults.nics, gpus))
+            self._write(node, NodeFaults(faults.links, faults.nics, gpus, faults.fabric))
+
+    def fabric(self, node: str, state: FabricFault) -> None:
+        """Every GPU of the node reads its NVLink fabric ``degraded`` or ``down``; ``up`` heals it."""
+        if state not in ("down", "degraded", "up"):
+            raise FaultStoreError(f"fabric state must be down, degraded or up, not {state!r}")
+        with self._locked(node) as faults:
+            self._write(node, NodeFaults(faults.links, faults.nics, faults.gpus, "" if state == "up" else state))
 
     def clear(self, node: str) -> None:
         with self._locked(node):

@@ -90,6 +90,7 @@ class FakeNode:
             self._xid_seq[i] = g.seq
         for i in set(self._xid_seq) - set(faults.gpus):
             del self._xid_seq[i]
+        nvml.fabric_faults = {g.index: faults.fabric for g in self.topology.gpus if faults.fabric}
         self._applied = faults
 
     def _apply_link(self, a: int, b: int, state: str) -> None:

@@ -8,14 +8,16 @@ the probe's error translation runs exactly as on hardware.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+import uuid
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any, Final
 
 import pynvml
 
-from gputopo.api.nodetopology import LinkKind
-from gputopo.topology.model import Topology, pair
+from gputopo.api.nodetopology import FabricState, LinkKind
+from gputopo.topology.fabric import health_mask
+from gputopo.topology.model import Fabric, Topology, pair
 from gputopo_probe.fake.pcitree import Device, PciTree
 from gputopo_probe.nvml import ARCHITECTURES
 from gputopo_probe.pcie import PciPath, pcie_distance
@@ -118,6 +120,7 @@ class FakeNvml:
         self.broken_p2p: set[tuple[int, int]] = set()
         self.hot: set[int] = set()
         self.xid: dict[int, int] = {}  # GPU -> XID whose recovery action is pending
+        self.fabric_faults: dict[int, str] = {}  # GPU -> "degraded" (less bandwidth) or "down" (not registered)
         self._replays: dict[tuple[int, int], int] = {}
         self._events: list[tuple[int, int]] = []
         self._event_sets: list[_EventSet] = []
@@ -313,6 +316,50 @@ class FakeNvml:
             return 5  # NVML_P2P_STATUS_NOT_SUPPORTED
         if index == 2:
             return 0 if self.topology.link(a.index, b.index).is_nvlink else 5
+        return 0
+
+    # -- multi-node NVLink fabric -----------------------------------------------------------------------------
+
+    _FABRIC_STATE: Final = {
+        FabricState.NOT_SUPPORTED: 0,
+        FabricState.NOT_STARTED: 1,
+        FabricState.IN_PROGRESS: 2,
+        FabricState.COMPLETED: 3,
+    }
+
+    def fabric(self, gpu: int) -> Fabric | None:
+        """The GPU's fabric info as NVML reports it now: the topology's, with its fault applied."""
+        fabric = self.topology.gpus[gpu].fabric
+        fault = self.fabric_faults.get(gpu)
+        if fabric is None or fault is None:
+            return fabric
+        if fault == "down":  # the fabric manager lost the GPU: it registers again from scratch
+            return replace(fabric, state=FabricState.NOT_STARTED, health_mask=health_mask(gfm_connected=False))
+        return replace(fabric, health_mask=health_mask(degraded_bw=True), health_summary=3)  # limited capacity
+
+    def _fill_fabric(self, handle: Any, target: Any, call: str) -> None:
+        device = self._dev(handle, call)
+        fabric = self.fabric(device.index)
+        if fabric is None:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        info = getattr(target, "_obj", target)  # ctypes.byref(struct), as the C call takes it
+        data = uuid.UUID(fabric.cluster_uuid).bytes if fabric.cluster_uuid else bytes(16)
+        for n, byte in enumerate(data):
+            info.clusterUuid[n] = byte
+        info.status = fabric.status
+        info.cliqueId = fabric.clique_id
+        info.state = self._FABRIC_STATE[fabric.state]
+        if hasattr(info, "healthMask"):
+            info.healthMask = fabric.health_mask
+        if hasattr(info, "healthSummary"):
+            info.healthSummary = fabric.health_summary
+
+    def nvmlDeviceGetGpuFabricInfoV(self, handle: Any, target: Any) -> int:  # noqa: N802
+        self._fill_fabric(handle, target, "nvmlDeviceGetGpuFabricInfoV")
+        return 0
+
+    def nvmlDeviceGetGpuFabricInfo(self, handle: Any, target: Any) -> int:  # noqa: N802
+        self._fill_fabric(handle, target, "nvmlDeviceGetGpuFabricInfo")
         return 0
 
     # -- health --------------------------------------------------------------------------------------------

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-from gputopo.api.nodetopology import GpuHealthState, LinkKind, LinkState, NicState
-from gputopo.topology.model import Topology
+from gputopo.api.nodetopology import FabricHealth, GpuHealthState, LinkKind, LinkState, NicState
+from gputopo.topology.fabric import fabric_health
+from gputopo.topology.model import Fabric, Topology
 from gputopo_probe.discovery.inventory import Inventory
 from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.errors import NvmlError
@@ -57,6 +58,9 @@ def _gpu_reading(reading: GpuReading, xid: int | None) -> tuple[GpuHealthState, 
         return GpuHealthState.UNHEALTHY, f"XID {xid}"
     if reading.uncorrected_ecc > 0:
         return GpuHealthState.UNHEALTHY, f"{reading.uncorrected_ecc} uncorrected ECC errors"
+    fabric, why = fabric_health(reading.fabric)
+    if fabric is not FabricHealth.HEALTHY:  # the GPU still computes, but not at its NVLink domain's bandwidth
+        return GpuHealthState.DEGRADED, why
     if reading.slowdown:
         return GpuHealthState.DEGRADED, "clocks slowed: " + ",".join(reading.throttle_reasons)
     return GpuHealthState.HEALTHY, ""
@@ -88,6 +92,7 @@ class HealthMonitor:
         self._errors: dict[int, int] = {}
         self._link_errors: dict[tuple[int, int], int] = {}
         self._reasons: dict[int, str] = {}
+        self._fabrics: dict[int, Fabric | None] = {}  # the fabric reading behind each GPU's confirmed state
         self.view = HealthView(inventory.topology)
         # Some link, NIC or GPU read worse than its state and is not confirmed yet. Set by each poll (only a
         # poll changes the hysteresis), so the runner asks every node each tick without scanning its tracks.
@@ -152,9 +157,16 @@ class HealthMonitor:
             current = self.gpus.state(gpu) or state
             if current is state:
                 self._reasons[gpu] = reason
+                if not reading.lost:
+                    self._fabrics[gpu] = reading.fabric
             reason_now = self._reasons.get(gpu, "")
-            if gpus[gpu].health is not current or gpus[gpu].health_reason != reason_now:
-                gpus[gpu] = replace(gpus[gpu], health=current, health_reason=reason_now)
+            fabric_now = self._fabrics.get(gpu, gpus[gpu].fabric)
+            if (
+                gpus[gpu].health is not current
+                or gpus[gpu].health_reason != reason_now
+                or gpus[gpu].fabric != fabric_now
+            ):
+                gpus[gpu] = replace(gpus[gpu], health=current, health_reason=reason_now, fabric=fabric_now)
             details.append(
                 GpuDetail(reading.temperature_c, reading.throttle_reasons, self.last_xid.get(gpu), reading.active_links)
             )

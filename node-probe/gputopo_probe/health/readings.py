@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gputopo.api.nodetopology import LinkKind, LinkState, NicState
+from gputopo.topology.model import Fabric
+from gputopo_probe.discovery.fabric import read_fabric
 from gputopo_probe.discovery.inventory import Inventory
 from gputopo_probe.discovery.nvlink import FI_NVLINK_GET_STATE
 from gputopo_probe.discovery.sysfs import Sysfs
@@ -40,6 +42,7 @@ class GpuReading:
     slowdown: bool = False
     uncorrected_ecc: int = 0
     recovery_action: int | None = None
+    fabric: Fabric | None = None
 
 
 @dataclass
@@ -75,6 +78,14 @@ def _read_gpu(nvml: Nvml, inventory: Inventory, gpu: int, out: Readings) -> GpuR
     temperature = nvml.read("nvmlDeviceGetTemperature", handle, 0, default=None)
     reasons = int(nvml.read("nvmlDeviceGetCurrentClocksEventReasons", handle, default=0))
     ecc = int(nvml.read("nvmlDeviceGetTotalEccErrors", handle, 1, 0, default=0))  # uncorrected, volatile
+    fabric = inventory.topology.gpus[gpu].fabric
+    if fabric is not None:  # only GPUs that had a fabric at discovery: one more NVML call each
+        try:
+            fabric = read_fabric(nvml, handle)
+        except GpuLostError:
+            raise
+        except NvmlError:
+            pass  # a failed read is no evidence against the fabric: keep what discovery saw
     return GpuReading(
         active_links=active,
         link_errors=sum(values.get((f, 0), 0) for f in _FI_ERROR_TOTALS),
@@ -83,6 +94,7 @@ def _read_gpu(nvml: Nvml, inventory: Inventory, gpu: int, out: Readings) -> GpuR
         slowdown=bool(reasons & _SLOWDOWN),
         uncorrected_ecc=ecc,
         recovery_action=values.get((_FI_RECOVERY_ACTION, 0)),
+        fabric=fabric,
     )
 
 

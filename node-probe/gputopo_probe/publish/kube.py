@@ -64,6 +64,22 @@ class Kube:
         body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
         self.api.request("PATCH", f"/api/v1/nodes/{name}", body=body, content_type=_APPLY, params=_APPLY_PARAMS)
 
+    def foreign_label(self, name: str, key: str) -> str | None:
+        """The node's label ``key`` when a field manager other than the probe owns it (GPU Feature Discovery's
+        ``nvidia.com/gpu.clique``, say), else None."""
+        node = self.api.request("GET", f"/api/v1/nodes/{name}") or {}
+        meta = node.get("metadata", {})
+        value = meta.get("labels", {}).get(key)
+        if value is None:
+            return None
+        field = f"f:{key}"
+        for entry in meta.get("managedFields", []) or []:
+            if entry.get("manager") == FIELD_MANAGER_PROBE:
+                continue
+            if field in (entry.get("fieldsV1", {}).get("f:metadata", {}).get("f:labels", {}) or {}):
+                return str(value)
+        return None
+
     def node_event(self, node: str, node_uid: str, *, reason: str, message: str, warning: bool) -> None:
         now = _stamp()
         body = {

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from gputopo.api.labels import LABEL_GFD_CLIQUE, LABEL_NVLINK_CLIQUE
 from gputopo_probe.errors import ApiError
 from gputopo_probe.health.monitor import Transition
 from gputopo_probe.probe import Poll
@@ -24,6 +25,7 @@ class KubeWriter(Protocol):
     def node_uid(self, name: str) -> str: ...
     def apply_node_topology(self, name: str, node_uid: str, status: dict[str, Any]) -> None: ...
     def apply_node_labels(self, name: str, labels: dict[str, str]) -> None: ...
+    def foreign_label(self, name: str, key: str) -> str | None: ...
     def node_event(self, node: str, node_uid: str, *, reason: str, message: str, warning: bool) -> None: ...
 
 
@@ -78,6 +80,26 @@ class Publisher:
             or now - self._written_at >= self.heartbeat_s
         )
 
+    def _defer_to_gfd(self, labels: dict[str, str]) -> dict[str, str]:
+        """GPU Feature Discovery's clique label, when another manager set it, is read, never overwritten: the
+        probe leaves the key out of its apply and publishes GFD's value as its own domain label."""
+        if LABEL_GFD_CLIQUE not in labels:
+            return labels
+        theirs = self.kube.foreign_label(self.node, LABEL_GFD_CLIQUE)
+        if theirs is None:
+            return labels
+        if theirs != labels[LABEL_GFD_CLIQUE]:
+            log.warning(
+                "node %s: %s is %r, NVML says %r; keeping GFD's",
+                self.node,
+                LABEL_GFD_CLIQUE,
+                theirs,
+                labels[LABEL_GFD_CLIQUE],
+            )
+        deferred = {k: v for k, v in labels.items() if k != LABEL_GFD_CLIQUE}
+        deferred[LABEL_NVLINK_CLIQUE] = theirs
+        return deferred
+
     def publish(self, poll: Poll) -> bool:
         """Write what changed; True when the API was written. Failures wait for the backoff."""
         self.queue_events(poll.transitions)
@@ -93,7 +115,7 @@ class Publisher:
                 self.kube.apply_node_topology(self.node, self.node_uid, poll.status().to_api())
                 self._key, self._written_at = poll.key, now
             if labels is not None and labels != self._labels:
-                self.kube.apply_node_labels(self.node, labels)
+                self.kube.apply_node_labels(self.node, self._defer_to_gfd(labels))
                 self._labels = labels
             self._labels_key = poll.key
             while self._events:

@@ -8,6 +8,7 @@ import re
 from typing import Final
 
 __all__ = [
+    "LABEL_GFD_CLIQUE",
     "LABEL_GPUDIRECT_RDMA",
     "LABEL_GPU_COUNT",
     "LABEL_GPU_MODEL",
@@ -15,6 +16,7 @@ __all__ = [
     "LABEL_INTERCONNECT",
     "LABEL_NIC_COUNT",
     "LABEL_NIC_RATE",
+    "LABEL_NVLINK_CLIQUE",
     "LABEL_NVLINK_DOMAIN",
     "NODE_LABELS",
     "label_value",
@@ -29,6 +31,10 @@ LABEL_NIC_COUNT: Final = _PREFIX + "nic.count"
 LABEL_NIC_RATE: Final = _PREFIX + "nic.rate-gbps"
 LABEL_GPUDIRECT_RDMA: Final = _PREFIX + "gpudirect-rdma"
 LABEL_HEALTH: Final = _PREFIX + "health"
+# The node's multi-node NVLink domain (an NVL72 rack's NVSwitch fabric): ``<clusterUuid>.<cliqueId>``, the
+# value GPU Feature Discovery gives ``nvidia.com/gpu.clique``; absent on nodes outside such a domain.
+LABEL_NVLINK_CLIQUE: Final = _PREFIX + "nvlink.clique"
+LABEL_GFD_CLIQUE: Final = "nvidia.com/gpu.clique"
 
 NODE_LABELS: Final = (
     LABEL_GPU_COUNT,

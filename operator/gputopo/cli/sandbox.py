@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from gputopo.sandbox import DEFAULT_NAME, PROFILES, Sandbox, SandboxError
-from gputopo.sandbox.faults import gpu_fault, link_fault, nic_fault, node_fault
+from gputopo.sandbox.faults import fabric_fault, gpu_fault, link_fault, nic_fault, node_fault
 
 __all__ = ["register"]
 
@@ -117,6 +117,22 @@ def fault_link(
     except SandboxError as error:
         _fail(error)
     typer.echo(f"{node}: link GPU{a}-GPU{b} {state}")
+
+
+@fault_app.command("fabric")
+def fault_fabric(
+    node: NodeOpt,
+    state: Annotated[str, typer.Option("--state", help="degraded (e.g. a switch tray lost), down or up.")],
+    name: NameOpt = DEFAULT_NAME,
+) -> None:
+    """Degrade a node's multi-node NVLink fabric, take it down, or heal it (every GPU of the node)."""
+    if state not in ("down", "degraded", "up"):
+        raise typer.BadParameter("--state must be down, degraded or up")
+    try:
+        fabric_fault(Sandbox(name), node, state)  # type: ignore[arg-type]
+    except SandboxError as error:
+        _fail(error)
+    typer.echo(f"{node}: NVLink fabric {state}")
 
 
 @fault_app.command("nic")

@@ -13,7 +13,7 @@ from gputopo.sandbox.errors import SandboxError
 from gputopo.sandbox.nodes import KWOK_ANNOTATION
 from gputopo_probe.fake.faults import FaultStore
 
-__all__ = ["gpu_fault", "link_fault", "nic_fault", "node_fault"]
+__all__ = ["fabric_fault", "gpu_fault", "link_fault", "nic_fault", "node_fault"]
 
 
 def _store(sandbox: Sandbox, node: str) -> FaultStore:
@@ -40,6 +40,14 @@ def gpu_fault(
     if sum((xid is not None, hot, clear)) != 1:
         raise SandboxError("give exactly one of --xid N, --hot or --clear")
     _store(sandbox, node).gpu(node, gpu, xid=xid, hot=hot, clear=clear)
+
+
+def fabric_fault(sandbox: Sandbox, node: str, state: Literal["down", "degraded", "up"]) -> None:
+    """The node's NVLink fabric (every GPU of an NVL72 tray) reads degraded, down, or healthy again.
+
+    A rack that loses a switch tray is this fault on each of its trays (``degraded``: less bandwidth for all).
+    """
+    _store(sandbox, node).fabric(node, state)
 
 
 def node_fault(sandbox: Sandbox, node: str, action: Literal["not-ready", "ready", "delete"]) -> None:

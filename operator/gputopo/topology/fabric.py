@@ -13,7 +13,7 @@ A node's domain follows GPU Feature Discovery's ``nvidia.com/gpu.clique`` rule (
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from gputopo.api.nodetopology import FabricHealth, FabricState
@@ -25,6 +25,7 @@ __all__ = [
     "fabric_health",
     "health_mask",
     "node_domain",
+    "with_fabric",
 ]
 
 _TRUE: Final = 1
@@ -141,3 +142,10 @@ def node_domain(topology: Topology) -> DomainReading:
     if not clique and worst[0] is FabricHealth.HEALTHY and cliques:
         worst = (FabricHealth.DEGRADED, "GPUs report different NVLink cliques")
     return DomainReading(clique, *worst)
+
+
+def with_fabric(topology: Topology, cluster_uuid: str, clique_id: int) -> Topology:
+    """The node with every GPU registered and healthy in one NVLink domain (a tray of a fake NVL72 rack)."""
+    fabric = Fabric(cluster_uuid, clique_id, FabricState.COMPLETED, 0, health_mask(), 1)
+    gpus = tuple(replace(g, fabric=fabric) for g in topology.gpus)
+    return Topology(gpus, topology.links, topology.nics, topology.system)

@@ -31,6 +31,21 @@ def test_faults_accumulate_and_clear(tmp_path: Path) -> None:
     assert FaultStore(tmp_path).read("n1").empty
 
 
+def test_fabric_fault_is_node_wide_and_heals(tmp_path: Path) -> None:
+    store = FaultStore(tmp_path)
+    store.link("n1", 0, 1, "down")
+    store.fabric("n1", "degraded")
+    assert FaultStore(tmp_path).read("n1").fabric == "degraded"
+    assert FaultStore(tmp_path).read("n1").links == {(0, 1): "down"}, "other faults stay"
+    store.fabric("n1", "down")
+    assert FaultStore(tmp_path).read("n1").fabric == "down"
+    store.fabric("n1", "up")
+    store.link("n1", 0, 1, "up")
+    assert FaultStore(tmp_path).read("n1").empty
+    with pytest.raises(FaultStoreError, match="fabric state"):
+        store.fabric("n1", "sideways")  # type: ignore[arg-type]
+
+
 def test_each_xid_written_is_a_new_event(tmp_path: Path) -> None:
     store = FaultStore(tmp_path)
     store.gpu("n1", 0, xid=79)

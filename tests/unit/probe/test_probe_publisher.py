@@ -32,6 +32,7 @@ class RecordingKube:
         self.labels: list[dict[str, str]] = []
         self.events: list[tuple[str, str, bool]] = []
         self.fail: list[ApiError] = []
+        self.foreign: dict[str, str] = {}  # labels another field manager (GPU Feature Discovery) owns
 
     def _maybe_fail(self) -> None:
         if self.fail:
@@ -49,6 +50,10 @@ class RecordingKube:
     def apply_node_labels(self, name: str, labels: dict[str, str]) -> None:
         self._maybe_fail()
         self.labels.append(labels)
+
+    def foreign_label(self, name: str, key: str) -> str | None:
+        self._maybe_fail()
+        return self.foreign.get(key)
 
     def node_event(self, node: str, node_uid: str, *, reason: str, message: str, warning: bool) -> None:
         self._maybe_fail()
