@@ -397,7 +397,7 @@ _SHARED_LOCK = threading.Lock()
 def _content(topology: Topology) -> Hashable:
     """Everything the estimator and the group ranking read from a topology."""
     return (
-        tuple((g.model, g.nvlink_version, g.pcie_generation, g.health) for g in topology.gpus),
+        tuple((g.model, g.nvlink_version, g.pcie_generation, g.health, g.numa_node) for g in topology.gpus),
         tuple((key, link.kind, link.nvlinks, link.state) for key, link in sorted(topology.links.items())),
         tuple((n.name, n.state, n.rate_gbps, n.affinity) for n in topology.nics),
     )

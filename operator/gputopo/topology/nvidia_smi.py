@@ -198,11 +198,31 @@ def _merge(a: tuple[LinkKind, int], b: tuple[LinkKind, int]) -> tuple[LinkKind, 
     return max(ka, kb, key=PCIE_LEVELS.index), 0, LinkState.UP
 
 
-def _numa(values: list[str], extras: list[str]) -> int | None:
+def _numa(values: list[str], extras: list[str], cpu_sets: list[str]) -> int | None:
+    """The GPU's NUMA node: its ``NUMA Affinity`` cell, else the rank of its ``CPU Affinity`` set.
+
+    Older drivers print only CPU affinity; GPUs with the same CPU list sit on one socket, so distinct lists
+    are numbered in order of appearance (which socket is which does not matter, only which GPUs share one).
+    """
     for name, token in zip(extras, values, strict=False):
         if name == "NUMA Affinity" and token.isdigit():
             return int(token)
+    if "NUMA Affinity" in extras:
+        return None
+    for name, token in zip(extras, values, strict=False):
+        if name == "CPU Affinity" and token in cpu_sets:
+            return cpu_sets.index(token)
     return None
+
+
+def _cpu_sets(block: _Block, gpu_labels: list[str]) -> list[str]:
+    """The distinct ``CPU Affinity`` lists of the GPUs, in order of appearance."""
+    found: list[str] = []
+    for label in gpu_labels:
+        for name, token in zip(block.extras, block.affinity.get(label, []), strict=False):
+            if name == "CPU Affinity" and token not in found:
+                found.append(token)
+    return found
 
 
 def _topology(block: _Block, gpu_model: str | None) -> Topology:
@@ -238,13 +258,14 @@ def _topology(block: _Block, gpu_model: str | None) -> Topology:
                 state = LinkState.DEGRADED
         built.append(Link(a, b, kind, count, state))
     gpus = []
+    cpu_sets = _cpu_sets(block, list(gpu_labels))
     for i, label in enumerate(gpu_labels):
         gpus.append(
             Gpu(
                 index=i,
                 model=gpu_model or "",
                 architecture=spec.architecture if spec else "",
-                numa_node=_numa(block.affinity.get(label, []), block.extras),
+                numa_node=_numa(block.affinity.get(label, []), block.extras, cpu_sets),
                 nvlink_version=spec.nvlink.version if spec and spec.nvlink else 0,
             )
         )
