@@ -56,14 +56,16 @@ def k_subsets(mask: int, k: int) -> list[int]:
 
 
 def _best_group(scores: NodeScores, free: int, taken: int, k: int, intra: IntraNode) -> int | None:
-    """The group whose union with ``taken`` is fastest, leaving the rest as well connected as possible."""
-    best: tuple[float, float, int] | None = None
+    """The group whose union with ``taken`` is fastest; among equals the one whose remainder serves the next
+    jobs best (their bus bandwidth), then the one on the fewest NUMA nodes and nearest-NIC sets, then the
+    lowest indices."""
+    best: tuple[float, tuple[tuple[float, ...], ...], int, int, int] | None = None
     choice = None
     for group in k_subsets(free, k):
         if not scores.allowed(group, intra):
             continue
-        rest = free & ~group
-        key = (scores.intra(group | taken), scores.intra(rest) if rest else 0.0, -group)
+        sockets, nics = scores.locality(group)
+        key = (round(scores.intra(group | taken), 9), scores.remainder(free & ~group), -sockets, -nics, -group)
         if best is None or key > best:
             best, choice = key, group
     return choice

@@ -11,7 +11,9 @@ from __future__ import annotations
 from gputopo.api.trainingjob import IntraNode
 from gputopo.topology.estimate import BusBandwidth, estimate_node, inter_node_bandwidth
 from gputopo.topology.groups import pair_allowed
+from gputopo.topology.locality import locality
 from gputopo.topology.model import Topology
+from gputopo.topology.remainder import remainder
 from gputopo.topology.views import nearest_nics
 
 __all__ = ["NodeScores", "gpus_of"]
@@ -25,7 +27,7 @@ def gpus_of(mask: int) -> tuple[int, ...]:
 class NodeScores:
     """Per-subset estimates of one topology (shared by every node with this topology object)."""
 
-    __slots__ = ("_adjacent", "_inter", "_intra", "_nics", "healthy_mask", "topology")
+    __slots__ = ("_adjacent", "_inter", "_intra", "_locality", "_nics", "_remainder", "healthy_mask", "topology")
 
     def __init__(self, topology: Topology) -> None:
         self.topology = topology
@@ -34,6 +36,8 @@ class NodeScores:
         self._inter: dict[int, BusBandwidth] = {}
         self._adjacent: dict[IntraNode, tuple[int, ...]] = {}
         self._nics: dict[int, tuple[str, ...]] = {}
+        self._locality: dict[int, tuple[int, int]] = {}
+        self._remainder: dict[int, tuple[tuple[float, ...], ...]] = {}
 
     def intra_estimate(self, mask: int) -> BusBandwidth:
         found = self._intra.get(mask)
@@ -60,6 +64,20 @@ class NodeScores:
         found = self._nics.get(mask)
         if found is None:
             found = self._nics[mask] = tuple(n.name for n in nearest_nics(self.topology, gpus_of(mask)))
+        return found
+
+    def locality(self, mask: int) -> tuple[int, int]:
+        """NUMA nodes and nearest-NIC sets the subset spans (``gputopo.topology.locality``); lower is closer."""
+        found = self._locality.get(mask)
+        if found is None:
+            found = self._locality[mask] = locality(self.topology, mask)
+        return found
+
+    def remainder(self, mask: int) -> tuple[tuple[float, ...], ...]:
+        """How well the GPUs ``mask`` leaves free serve the next jobs (``gputopo.topology.remainder``)."""
+        found = self._remainder.get(mask)
+        if found is None:
+            found = self._remainder[mask] = remainder(self.topology, mask)
         return found
 
     def allowed(self, mask: int, intra_node: IntraNode) -> bool:

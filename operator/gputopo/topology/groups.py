@@ -5,16 +5,20 @@ the job's ``intraNode`` requirement (Degraded and Down links never are). Groups 
 
 1. estimated all-reduce bus bandwidth, highest first;
 2. fewer GPUs whose health is Degraded;
-3. how well connected they leave the remaining free GPUs (their own bus bandwidth, then the sum of their
-   pairwise hop bandwidths), so a pick does not split an NVLink pair or domain it need not;
-4. lowest GPU indices.
+3. how well the remaining free GPUs serve the next jobs of 8, 4, 2 and 1 GPUs (``remainder``), so a pick
+   does not split an NVLink pair or quad it need not;
+4. fewer NUMA nodes, then fewer distinct nearest-NIC sets (``locality``): neither shows in the bus
+   bandwidth, so they yield to the bandwidth the next jobs get (a cross-socket NVLink pair that leaves two
+   NVLinked pairs beats a same-socket pair that strands two GPUs on PCIe);
+5. the sum of the remaining GPUs' pairwise hop bandwidths, then lowest GPU indices.
 
-Speed comes from symmetry: GPUs that are interchangeable (same links to every other GPU, same model and
-health) fall into one class, and a group is only a count per class. Every group of one such "shape" has
-the same bandwidth and leaves the same remainder, so each shape is scored once, and the groups of equal
-shapes are produced in index order without being scored one by one. An NVSwitch node is one class, so
-its groups cost no more than listing them. Results are memoised with the estimator's tables, which
-topologies of equal content (nodes of one type) share.
+Speed comes from symmetry: GPUs that are interchangeable (same links to every other GPU, same model,
+health, NUMA node and NIC distances; ``symmetry``) fall into one class, and a group is only a count per
+class. Every group of one such "shape" has the same bandwidth and locality and leaves the same remainder,
+so each shape is scored once, and the groups of equal shapes are produced in index order without being
+scored one by one. An NVSwitch node is one class per socket, so its groups cost little more than listing
+them. Results are memoised with the estimator's tables, which topologies of equal content (nodes of one
+type) share.
 """
 
 from __future__ import annotations
@@ -31,7 +35,10 @@ from typing import NamedTuple
 from gputopo.api.nodetopology import GpuHealthState, LinkKind, LinkState
 from gputopo.api.trainingjob import IntraNode
 from gputopo.topology.estimate import TopologyTables, topology_tables
+from gputopo.topology.locality import locality
 from gputopo.topology.model import Link, Topology, TopologyError
+from gputopo.topology.remainder import remainder
+from gputopo.topology.symmetry import interchangeable
 
 __all__ = ["Group", "pair_allowed", "well_connected_groups"]
 
@@ -63,41 +70,11 @@ def pair_allowed(topology: Topology, a: int, b: int, intra_node: IntraNode = Int
     return _allowed(topology.link(a, b), IntraNode(intra_node))
 
 
-def _classes(topology: Topology, candidates: list[int]) -> list[list[int]]:
-    """Candidates split into classes of interchangeable GPUs (each class sorted, classes by first index).
-
-    i and j are interchangeable when their links to every other GPU match and the GPUs match; that relation
-    is an equivalence, and within a class all pairs are alike.
-    """
-    n = topology.gpu_count
-    rows: list[list[tuple[LinkKind, int, LinkState] | None]] = [[None] * n for _ in range(n)]
-    for (a, b), link in topology.links.items():
-        rows[a][b] = rows[b][a] = (link.kind, link.nvlinks, link.state)
-    kinds = [(g.model, g.nvlink_version, g.pcie_generation, g.health) for g in topology.gpus]
-
-    def twins(i: int, j: int) -> bool:
-        # A single GPU's figure looks at all its links, so compare against every GPU, not only candidates.
-        if kinds[i] != kinds[j]:
-            return False
-        ri, rj = rows[i], rows[j]
-        return all(ri[g] == rj[g] for g in range(n) if g != i and g != j)
-
-    classes: list[list[int]] = []
-    for g in candidates:
-        for cls in classes:
-            if twins(cls[0], g):
-                cls.append(g)
-                break
-        else:
-            classes.append([g])
-    return classes
-
-
 class _Shape(NamedTuple):
     """A count per class; ``first`` is its lowest-index group (the only one when ``fixed``)."""
 
     counts: tuple[int, ...]
-    key: tuple[float, int, float, float]
+    key: tuple[float, int, tuple[tuple[float, ...], ...], int, int, float]
     first: tuple[int, ...]
     fixed: bool
     busbw: float
@@ -128,8 +105,9 @@ def _shapes(
     def score(counts: tuple[int, ...], group: int, sick: int, fixed: bool) -> None:
         est = estimate(group)
         rest = free_mask & ~group
-        rest_bw = estimate(rest).busbw_gbps if rest else 0.0
-        key = (-round(est.busbw_gbps, 9), sick, -round(rest_bw, 9), -round(tables.pair_sum(rest), 9))
+        sockets, nics = locality(topology, group)
+        left = tuple(tuple(-bw for bw in packing) for packing in remainder(topology, rest))
+        key = (-round(est.busbw_gbps, 9), sick, left, sockets, nics, -round(tables.pair_sum(rest), 9))
         shapes.append(_Shape(counts, key, tables.bits(group), fixed, est.busbw_gbps, est.bottleneck))
 
     if all(size == 1 for size in sizes):
@@ -301,7 +279,7 @@ def well_connected_groups(
         classes_memo: dict[int, list[list[int]]] = tables.memo.setdefault("classes", {})
         classes = classes_memo.get(free_mask)
         if classes is None:
-            classes = classes_memo[free_mask] = _classes(topology, candidates)
+            classes = classes_memo[free_mask] = interchangeable(topology, candidates)
         shapes = _shapes(topology, tables, classes, k, intra, free_mask)
         found = memo[key] = tuple(_ranked(shapes, classes, limit))
     return list(found)

@@ -12,7 +12,15 @@ from topo_builders import node
 
 from gputopo.api.nodetopology import GpuHealthState, LinkKind, LinkState
 from gputopo.api.trainingjob import IntraNode
-from gputopo.topology import Topology, TopologyError, estimate_node, hop_gbps, load_node_type, well_connected_groups
+from gputopo.topology import (
+    PCIE_LEVELS,
+    Topology,
+    TopologyError,
+    estimate_node,
+    hop_gbps,
+    load_node_type,
+    well_connected_groups,
+)
 
 
 def gpus_of(groups: list) -> list[tuple[int, ...]]:  # type: ignore[type-arg]
@@ -35,16 +43,18 @@ def test_h100_nvl_pairs_for_two() -> None:
     assert gpus_of(well_connected_groups(t, range(8), 4, limit=1)) == [(0, 1, 2, 3)]
 
 
-def test_nvswitch_groups_are_in_index_order() -> None:
-    t = load_node_type("hgx-h100")
+def test_nvswitch_groups_are_on_one_socket_first_then_in_index_order() -> None:
+    t = load_node_type("hgx-h100")  # GPUs 0-3 on NUMA node 0, 4-7 on NUMA node 1
     groups = well_connected_groups(t, range(8), 3)
-    assert gpus_of(groups) == list(combinations(range(8), 3))
+    socket = {g: 0 if g < 4 else 1 for g in range(8)}
+    one = [c for c in combinations(range(8), 3) if len({socket[g] for g in c}) == 1]
+    assert gpus_of(groups) == one + [c for c in combinations(range(8), 3) if c not in one]
     assert len({g.busbw_gbps for g in groups}) == 1
 
 
 def test_free_set_and_limit() -> None:
     t = load_node_type("hgx-h100")
-    assert gpus_of(well_connected_groups(t, [7, 5, 1], 2)) == [(1, 5), (1, 7), (5, 7)]
+    assert gpus_of(well_connected_groups(t, [7, 5, 1], 2)) == [(5, 7), (1, 5), (1, 7)]
     assert well_connected_groups(t, [1, 2], 3) == []
     assert well_connected_groups(t, range(8), 2, limit=0) == []
     assert len(well_connected_groups(t, range(8), 2, limit=5)) == 5
@@ -153,13 +163,36 @@ def test_same_groups_as_brute_force_best_first(t: Topology, data: st.DataObject)
 
 def order_key(
     t: Topology, free: list[int], group: tuple[int, ...], busbw: float
-) -> tuple[float, int, float, float, tuple[int, ...]]:
-    """The documented order: bandwidth, fewer Degraded GPUs, the best connected remainder, lowest indices."""
-    rest = sorted(g for g in free if t.gpus[g].healthy and g not in group)
-    rest_bw = estimate_node(t, rest).busbw_gbps if rest else 0.0
+) -> tuple[float, int, tuple[tuple[float, ...], ...], int, int, float, tuple[int, ...]]:
+    """The documented order: bandwidth, fewer Degraded GPUs, the remainder that serves the next jobs best,
+    fewer NUMA nodes and nearest-NIC sets, the best connected remainder, lowest indices."""
+    rest = tuple(sorted(g for g in free if t.gpus[g].healthy and g not in group))
     pair_sum = sum(hop_gbps(t, a, b) for a, b in combinations(rest, 2))
     sick = sum(1 for g in group if t.gpus[g].health is GpuHealthState.DEGRADED)
-    return (-busbw, sick, -round(rest_bw, 9), -round(pair_sum, 9), group)
+    left = tuple(tuple(-bw for bw in packing(t, rest, cap)) for cap in (8, 4, 2))
+    numa = len({t.gpus[g].numa_node for g in group} - {None})
+    nics = len({nearest_nic_set(t, g) for g in group})
+    return (-busbw, sick, left, numa, nics, -round(pair_sum, 9), group)
+
+
+def packing(t: Topology, free: tuple[int, ...], cap: int) -> tuple[float, ...]:
+    """Brute force: pack the free GPUs with jobs of at most ``cap`` (8, 4, 2, 1), the largest that fits first,
+    each the fastest group, among equals the one whose own remainder packs best."""
+    k = next((size for size in (8, 4, 2, 1) if size <= min(cap, len(free))), 0)
+    if k == 0:
+        return ()
+    scored = [(round(estimate_node(t, c).busbw_gbps, 9), c) for c in combinations(free, k)]
+    top = max(bw for bw, _ in scored)
+    rests = [tuple(g for g in free if g not in c) for bw, c in scored if bw == top]
+    return (top, *max(packing(t, r, cap) for r in rests))
+
+
+def nearest_nic_set(t: Topology, gpu: int) -> tuple[int, ...]:
+    up = [j for j, nic in enumerate(t.nics) if nic.up]
+    if not up:
+        return ()
+    level = min(PCIE_LEVELS.index(t.nics[j].distance(gpu)) for j in up)
+    return tuple(j for j in up if PCIE_LEVELS.index(t.nics[j].distance(gpu)) == level)
 
 
 @st.composite

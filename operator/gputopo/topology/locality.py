@@ -1,0 +1,27 @@
+"""How close a GPU group sits to one CPU socket and one NIC, for ties in bus bandwidth.
+
+A group on one NUMA node feeds its data loaders without crossing the socket interconnect, and GPUs behind
+one PCIe switch share the NIC nearest to them. Neither shows in the all-reduce figure, so they only break
+its ties (after the bandwidth the remainder leaves the next jobs): fewer NUMA nodes first, then fewer
+distinct nearest-NIC sets.
+"""
+
+from __future__ import annotations
+
+from gputopo.topology.estimate import topology_tables
+from gputopo.topology.model import Topology
+
+__all__ = ["locality"]
+
+
+def locality(topology: Topology, mask: int) -> tuple[int, int]:
+    """(NUMA nodes the GPUs span, distinct sets of nearest NICs they have); lower is closer."""
+    node = topology_tables(topology)
+    memo: dict[int, tuple[int, int]] = node.memo.setdefault("locality", {})
+    found = memo.get(mask)
+    if found is None:
+        gpus = node.bits(mask)
+        numa = {topology.gpus[g].numa_node for g in gpus} - {None}
+        nics = {node.nearest(g) for g in gpus}
+        found = memo[mask] = (len(numa), len(nics))
+    return found
