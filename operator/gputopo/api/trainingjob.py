@@ -104,6 +104,16 @@ class TopologyRequirements(ApiModel):
         description="Lowest acceptable estimated all-reduce bus bandwidth (GB/s) of the whole gang.",
     )
     inter_node: InterNode = Field(default_factory=InterNode)
+    slice_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=10000,
+        description=(
+            "On multi-node NVLink domains (GB200/GB300 NVL72 racks): ranks that must share one NVLink domain, "
+            "e.g. a tensor-parallel group. A gang split over domains gives each domain a whole number of slices; "
+            "workers must be a multiple of it."
+        ),
+    )
 
 
 class GpuRequirements(ApiModel):

@@ -62,6 +62,12 @@ def problems(job: JobFacts, tiers: TierConfig) -> list[str]:
             f"the template's containers request {requested if requested >= 0 else 'a non-integer count of'} "
             f"{GPU_RESOURCE} but gpusPerWorker is {spec.gpus_per_worker}"
         )
+    slice_size = spec.topology.slice_size
+    if slice_size is not None and spec.workers % slice_size:
+        found.append(
+            f"topology.sliceSize {slice_size} does not divide workers {spec.workers}: every NVLink domain takes "
+            "whole slices"
+        )
     inter = spec.topology.inter_node
     # The same words `gputopo plan` and the engine refuse with.
     found.extend(tiers.unknown_tiers(inter.required_tier, inter.preferred_tier))

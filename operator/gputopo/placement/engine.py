@@ -9,6 +9,9 @@
 4. Keep the best domain: preferred tier first, then bus bandwidth, then the lowest tier, then best fit
    (the fullest domain that holds the gang), so large free domains stay whole.
 5. Fill it: fullest lower-tier switches first, the last one best fit; ranks ordered by switch.
+
+Nodes in multi-node NVLink domains (NVL72 racks) are placed by ``nvlink_domains.plan_on_domains`` instead of
+steps 2-5: one domain when the gang fits, a node cap per domain, balanced slices across domains.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from gputopo.placement.explain import intra_words, refusal
 from gputopo.placement.filters import filter_nodes
 from gputopo.placement.gang import NodeShare, assemble
 from gputopo.placement.groups import Candidate, NodeOffer, node_offer
+from gputopo.placement.nvlink_domains import in_domains, plan_on_domains
 from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable, plural
 
 __all__ = ["candidates", "intra_words", "place"]
@@ -303,14 +307,24 @@ def place(snapshot: Snapshot, request: Request) -> Placement | Unplaceable:
         return Unplaceable(unknown[0], unknown[1:])
     sets, details = candidates(snapshot, request)
     best: Placement | None = None
+    domain_refusal: Unplaceable | None = None
     for cands in sets:
-        shares = _solve(snapshot, request, cands)
+        if in_domains(snapshot, cands):
+            planned = plan_on_domains(snapshot, request, cands)
+            if isinstance(planned, Unplaceable):
+                domain_refusal = domain_refusal or planned
+                continue
+            shares: list[NodeShare] | None = planned
+        else:
+            shares = _solve(snapshot, request, cands)
         if shares is None:
             continue
         placement = assemble(snapshot, shares)
         if best is None or placement.busbw_gbps > best.busbw_gbps:
             best = placement
     if best is None:
+        if domain_refusal is not None:
+            return Unplaceable(domain_refusal.reason, (*domain_refusal.details, *details))
         return refusal(snapshot, request, sets, details)
     if best.busbw_gbps < request.min_busbw_gbps:
         return Unplaceable(

@@ -2,8 +2,10 @@
 
 Every policy's choice is scored by ``score_gang``, so their bus bandwidths are comparable. The figure is
 ``gputopo.topology.estimate_gang``'s: the minimum over the gang's nodes of each node's estimate and, on
-several nodes, its inter-node bandwidth over the spanned tier's oversubscription. It is combined here
-from the same per-node estimates (memoised per node class) so that the bottleneck names the node.
+several nodes, its inter-node bandwidth over the spanned tier's oversubscription. Nodes of one multi-node
+NVLink domain count as one group (NVLink inside it, the sum of its nodes' NICs out of it), exactly as
+``estimate_gang(..., domains=...)`` does. It is combined here from the same per-node estimates (memoised
+per node class) so that the bottleneck names the node.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import dataclass
 
 from gputopo.placement.scores import gpus_of
 from gputopo.placement.types import Placement, Snapshot, WorkerAssignment
+from gputopo.topology.estimate import nvlink_fabric
+from gputopo.topology.gang import domain_bandwidth
 
 __all__ = ["GangScore", "NodeShare", "assemble", "score_gang", "spanning_tier"]
 
@@ -50,25 +54,59 @@ def spanning_tier(snapshot: Snapshot, nodes: Sequence[int]) -> tuple[int, str | 
     return len(snapshot.tiers), None
 
 
+def _nvlink_groups(snapshot: Snapshot, shares: Sequence[NodeShare]) -> list[list[NodeShare]]:
+    """The shares by multi-node NVLink domain; a share off every domain (or off the fabric) stands alone."""
+    groups: dict[str, list[NodeShare]] = {}
+    nvlink = snapshot.nvlink_domains
+    for share in shares:
+        domain = nvlink[share.node]
+        topology = snapshot.nodes[share.node].topology
+        if domain and len(shares) > 1 and nvlink_fabric(topology, gpus_of(share.union))[0] > 0:
+            groups.setdefault(domain, []).append(share)
+        else:
+            groups[f"node/{share.node}"] = [share]
+    return list(groups.values())
+
+
+def _group_parts(snapshot: Snapshot, group: Sequence[NodeShare], several: bool) -> tuple[tuple[float, str], ...]:
+    """(intra, inter) of one group: a node's ring and NICs, or a domain's NVLink and all its nodes' NICs."""
+    nodes = [snapshot.nodes[s.node] for s in group]
+    if len(group) == 1:
+        node, union = nodes[0], group[0].union
+        scores = snapshot.cache.scores(node.topology)
+        own = scores.intra_estimate(union)
+        intra = (own.busbw_gbps, f"{node.name} intra-node: {own.bottleneck}")
+        if not several:
+            return (intra,)
+        net = scores.inter_estimate(union)
+        return intra, (net.busbw_gbps, f"{node.name} network: {net.bottleneck}")
+    fabrics = [nvlink_fabric(n.topology, gpus_of(s.union)) for n, s in zip(nodes, group, strict=True)]
+    fabric = min(f[0] for f in fabrics)
+    gpus = sum(s.union.bit_count() for s in group)
+    value, how = domain_bandwidth(gpus, fabric, all(f[1] for f in fabrics))
+    domain = snapshot.nvlink_domains[group[0].node]
+    intra = (value, f"NVLink domain {domain}: {gpus} GPUs on {len(group)} nodes ({fabric:.0f} GB/s per GPU), {how}")
+    total = sum(
+        snapshot.cache.scores(n.topology).inter_estimate(s.union).busbw_gbps for n, s in zip(nodes, group, strict=True)
+    )
+    return intra, (total, f"NVLink domain {domain} network: NICs of {len(group)} nodes, {total:.1f} GB/s")
+
+
 def score_gang(snapshot: Snapshot, shares: Sequence[NodeShare]) -> GangScore:
-    """Estimated all-reduce bus bandwidth: the slowest node, or its NIC bandwidth over oversubscription."""
+    """Estimated all-reduce bus bandwidth: the slowest node (or NVLink domain), or its NICs over oversubscription."""
     if not shares:
         raise ValueError("a gang needs at least one node share")
     tier, domain = spanning_tier(snapshot, [s.node for s in shares])
     factor = snapshot.tiers.oversubscription(tier)
+    groups = _nvlink_groups(snapshot, shares)
     intra: tuple[float, str] | None = None
     inter: tuple[float, str] | None = None
-    for share in shares:
-        node = snapshot.nodes[share.node]
-        scores = snapshot.cache.scores(node.topology)
-        union = share.union
-        own = scores.intra_estimate(union)
-        if intra is None or own.busbw_gbps < intra[0]:
-            intra = (own.busbw_gbps, f"{node.name} intra-node: {own.bottleneck}")
-        if len(shares) > 1:
-            net = scores.inter_estimate(union)
-            if inter is None or net.busbw_gbps < inter[0]:
-                inter = (net.busbw_gbps, f"{node.name} network: {net.bottleneck}")
+    for group in groups:
+        parts = _group_parts(snapshot, group, len(groups) > 1)
+        if intra is None or parts[0][0] < intra[0]:
+            intra = parts[0]
+        if len(groups) > 1 and (inter is None or parts[1][0] < inter[0]):
+            inter = parts[1]
     assert intra is not None
     best, why = intra
     if inter is not None and inter[0] / factor < best:
@@ -79,9 +117,11 @@ def score_gang(snapshot: Snapshot, shares: Sequence[NodeShare]) -> GangScore:
 
 
 def _rank_order(snapshot: Snapshot, shares: Sequence[NodeShare]) -> list[NodeShare]:
-    """Ring neighbours close: nodes sorted by their switches from the top tier down."""
+    """Ring neighbours close: nodes sorted by their switches from the top tier down, then by NVLink domain,
+    so each domain's ranks are contiguous."""
     domains = snapshot.domains
-    return sorted(shares, key=lambda s: (tuple(reversed(domains[s.node])), s.node))
+    nvlink = snapshot.nvlink_domains
+    return sorted(shares, key=lambda s: (tuple(reversed(domains[s.node])), nvlink[s.node], s.node))
 
 
 def assemble(snapshot: Snapshot, shares: Sequence[NodeShare]) -> Placement:

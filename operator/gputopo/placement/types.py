@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from gputopo.api.labels import LABEL_GFD_CLIQUE, LABEL_NVLINK_CLIQUE
 from gputopo.api.trainingjob import IntraNode, TrainingJobSpec
 from gputopo.api.trainingjob import Placement as ApiPlacement
 from gputopo.api.trainingjob import WorkerPlacement as ApiWorkerPlacement
@@ -21,9 +22,11 @@ from gputopo.placement.constraints import (
     Taint,
     Toleration,
 )
+from gputopo.topology.fabric import node_domain
 from gputopo.topology.model import Topology
 
 __all__ = [
+    "DEFAULT_DOMAIN_NODE_CAP",
     "DEFAULT_TIERS",
     "NodeInfo",
     "Placement",
@@ -69,6 +72,23 @@ class NodeInfo:
     def __hash__(self) -> int:
         return hash(self.name)
 
+    @property
+    def nvlink_domain(self) -> str:
+        """The node's multi-node NVLink domain (an NVL72 rack's clique), '' when it is in none.
+
+        The probe's ``gputopo.io/nvlink.clique`` label, else GPU Feature Discovery's ``nvidia.com/gpu.clique``,
+        else what the topology's fabric info says (the GFD rule, ``gputopo.topology.fabric.node_domain``).
+        """
+        return (
+            self.labels.get(LABEL_NVLINK_CLIQUE)
+            or self.labels.get(LABEL_GFD_CLIQUE)
+            or node_domain(self.topology).clique
+        )
+
+
+# Nodes of one multi-node NVLink domain in use at once: 16 of an NVL72 rack's 18 trays.
+DEFAULT_DOMAIN_NODE_CAP = 16
+
 
 @dataclass(frozen=True, slots=True)
 class TierLevel:
@@ -88,6 +108,9 @@ class TierConfig:
     )
     # Oversubscription a gang pays when its nodes share no switch of any configured tier.
     beyond_top: float = 4.0
+    # Nodes of one multi-node NVLink domain that may be in use at once (16 of an NVL72 rack's 18 trays), so
+    # a tray that fails has spares to move to.
+    domain_node_cap: int = DEFAULT_DOMAIN_NODE_CAP
 
     def __len__(self) -> int:
         return len(self.levels)
@@ -134,7 +157,7 @@ DEFAULT_TIERS = TierConfig()
 class Snapshot:
     """An immutable view of the GPU nodes for one placement decision."""
 
-    __slots__ = ("_cache", "_domains", "_index", "_nodes", "tiers")
+    __slots__ = ("_cache", "_domains", "_index", "_nodes", "_nvlink", "tiers")
 
     def __init__(self, nodes: Iterable[NodeInfo], tiers: TierConfig = DEFAULT_TIERS) -> None:
         self._nodes: tuple[NodeInfo, ...] = tuple(nodes)
@@ -143,6 +166,7 @@ class Snapshot:
             raise ValueError("node names in a snapshot must be unique")
         self.tiers = tiers
         self._domains: tuple[tuple[str, ...], ...] | None = None
+        self._nvlink: tuple[str, ...] | None = None
         # Derived data keyed on (topology identity, free set, …); valid across reserve/release.
         self._cache = PlacementCache()
 
@@ -153,6 +177,7 @@ class Snapshot:
         child._index = parent._index
         child.tiers = parent.tiers
         child._domains = parent._domains
+        child._nvlink = parent._nvlink
         child._cache = parent._cache
         return child
 
@@ -183,6 +208,13 @@ class Snapshot:
         if self._domains is None:
             self._domains = tuple(self.tiers.domains(n) for n in self._nodes)
         return self._domains
+
+    @property
+    def nvlink_domains(self) -> tuple[str, ...]:
+        """Per node (in snapshot order), its multi-node NVLink domain ('' for none)."""
+        if self._nvlink is None:
+            self._nvlink = tuple(n.nvlink_domain for n in self._nodes)
+        return self._nvlink
 
     @property
     def cache(self) -> PlacementCache:
@@ -224,8 +256,11 @@ class Snapshot:
         nodes = list(self._nodes)
         nodes[self._index[node.name]] = node
         child = Snapshot._derive(self, tuple(nodes))
-        if node.labels != self._nodes[self._index[node.name]].labels:
+        old = self._nodes[self._index[node.name]]
+        if node.labels != old.labels:
             child._domains = None
+        if node.labels != old.labels or node.topology is not old.topology:
+            child._nvlink = None
         return child
 
 
@@ -255,6 +290,7 @@ class Request:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     affinity_terms: tuple[NodeSelectorTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    slice_size: int | None = None
 
     @property
     def total_gpus(self) -> int:
@@ -278,6 +314,7 @@ class Request:
             node_selector={str(k): str(v) for k, v in (pod.get("nodeSelector") or {}).items()},
             affinity_terms=_terms(pod),
             tolerations=tuple(Toleration.from_dict(t) for t in pod.get("tolerations") or ()),
+            slice_size=topo.slice_size,
         )
 
 

@@ -129,5 +129,6 @@ def test_placed_figure_is_the_topology_estimate(snap: Snapshot, request: Request
     nodes = list(by_node)
     tier, _ = spanning_tier(snap, [snap.index_of(n) for n in nodes])
     members = [(snap.node(n).topology, sorted(gpus)) for n, gpus in by_node.items()]
-    expected = estimate_gang(members, oversubscription=snap.tiers.oversubscription(tier))
+    domains = [snap.nvlink_domains[snap.index_of(n)] for n in by_node]
+    expected = estimate_gang(members, oversubscription=snap.tiers.oversubscription(tier), domains=domains)
     assert result.busbw_gbps == pytest.approx(expected.busbw_gbps, rel=1e-12)
