@@ -9,6 +9,7 @@ import signal
 import socket
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 import pynvml
 
@@ -101,6 +102,11 @@ def run_single(args: argparse.Namespace) -> int:
             fake.close()
 
 
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM stops the probe the way Ctrl-C does, so the same ``finally`` blocks close the fakes."""
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     farm = bool(argv) and argv[0] == "farm"
@@ -108,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         if farm:
             from gputopo_probe.farm import run_farm

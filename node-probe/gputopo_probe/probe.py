@@ -37,10 +37,14 @@ class Poll:
     observed_at: datetime
     backend: str
     transitions: list[Transition] = field(default_factory=list)
+    # The key of the poll before, when this one repeats its readings and pods: the key is then the same.
+    repeated_key: tuple[object, ...] | None = None
 
     @cached_property
     def key(self) -> tuple[object, ...]:
         """What a change is: everything but the time and the temperatures (noise that would write each poll)."""
+        if self.repeated_key is not None:
+            return self.repeated_key
         t = self.topology
         details = tuple((d.throttle_reasons, d.xid, d.active_links) for d in self.details)
         pods = tuple((p.namespace, p.name, tuple(p.gpus)) for p in self.pods)
@@ -104,9 +108,9 @@ class Probe:
         if self.quiet is not None:
             if self.quiet() and self._last is not None and self.monitor.settled:
                 last = self._last
-                poll = Poll(last.topology, last.details, self._pods(), self.clock(), last.backend)
-                if poll.pods == last.pods:
-                    poll.__dict__["key"] = last.key  # same readings, same pods: same key, not recomputed
+                pods, now = self._pods(), self.clock()
+                repeated = last.key if pods == last.pods else None
+                poll = Poll(last.topology, last.details, pods, now, last.backend, repeated_key=repeated)
                 self._last = poll
                 return poll
         elif self.before_poll:

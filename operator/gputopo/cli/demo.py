@@ -87,12 +87,6 @@ def _wait_settled(box: Sandbox, timeout: float) -> None:
         time.sleep(1)
 
 
-def _single_node_running(job: dict[str, Any]) -> bool:
-    spec = job["spec"]
-    running = (job.get("status") or {}).get("phase") == "Running"
-    return running and spec["workers"] == 1 and spec["gpusPerWorker"] >= 2
-
-
 def _fail_a_link(box: Sandbox, timeout: float) -> None:
     running = [
         j

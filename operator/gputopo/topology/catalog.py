@@ -27,7 +27,6 @@ __all__ = [
     "NODE_TYPES",
     "NodeType",
     "calibration_text",
-    "fixture_names",
     "fixture_text",
     "load_node_type",
     "nvl72_calibration_text",
@@ -191,12 +190,6 @@ NODE_TYPES: Mapping[str, NodeType] = _types(
 
 def _fixtures() -> Traversable:
     return resources.files("gputopo.topology").joinpath("fixtures")
-
-
-def fixture_names() -> list[str]:
-    """The ``nvidia-smi topo -m`` fixture files shipped with the package, sorted."""
-    folder = _fixtures().joinpath("nvidia-smi")
-    return sorted(entry.name for entry in folder.iterdir() if entry.name.endswith(".txt"))
 
 
 def fixture_text(name: str) -> str:

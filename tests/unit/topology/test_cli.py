@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from topo_builders import fixture_names
 from typer.testing import CliRunner
 
 from gputopo.api.nodetopology import NodeTopology
 from gputopo.cli.main import app
 from gputopo.topology import load_topology, parse_nvidia_smi
-from gputopo.topology.catalog import fixture_names, fixture_text
+from gputopo.topology.catalog import fixture_text
 
 runner = CliRunner()
 

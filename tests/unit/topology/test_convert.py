@@ -9,7 +9,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from test_estimate import topologies
-from topo_builders import node
+from topo_builders import fixture_names, node
 
 from gputopo.api.nodetopology import LinkKind, LinkState, NodeTopology, NodeTopologyStatus
 from gputopo.topology import (
@@ -27,7 +27,7 @@ from gputopo.topology import (
     nvlink_generation,
     to_status,
 )
-from gputopo.topology.catalog import fixture_names, fixture_text
+from gputopo.topology.catalog import fixture_text
 
 
 @settings(max_examples=100, deadline=None)

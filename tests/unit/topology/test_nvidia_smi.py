@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from topo_builders import fixture_names
 
 from gputopo.api.nodetopology import LinkKind, LinkState
 from gputopo.topology import (
@@ -20,7 +21,7 @@ from gputopo.topology import (
     parse_nvidia_smi_all,
     render_nvidia_smi,
 )
-from gputopo.topology.catalog import fixture_names, fixture_text
+from gputopo.topology.catalog import fixture_text
 from gputopo.topology.nvidia_smi import cell_text
 
 SHARED = Path(__file__).resolve().parents[4] / "shared" / "fixtures" / "topology" / "nvidia-smi"

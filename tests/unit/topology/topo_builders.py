@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib import resources
 
 from gputopo.api.nodetopology import LinkKind, LinkState
 from gputopo.topology import Gpu, Link, Nic, SystemFacts, Topology
@@ -61,3 +62,9 @@ class NodeBuilder:
 
 def node(n: int) -> NodeBuilder:
     return NodeBuilder(n)
+
+
+def fixture_names() -> list[str]:
+    """The ``nvidia-smi topo -m`` fixture files shipped with the package, sorted."""
+    folder = resources.files("gputopo.topology").joinpath("fixtures", "nvidia-smi")
+    return sorted(entry.name for entry in folder.iterdir() if entry.name.endswith(".txt"))
