@@ -7,23 +7,21 @@ keyed on a topology hold that topology, so its id cannot be reused while the ent
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from typing import Any
-
 from gputopo.placement.scores import NodeScores
+from gputopo.topology.memo import Memo
 from gputopo.topology.model import Topology
 
 __all__ = ["PlacementCache"]
 
 
 class PlacementCache:
-    """Subset scores per topology, and a free-form memo for node-class results (offers, choices)."""
+    """Subset scores per topology, and typed tables of node-class results (offers, choices) in ``memo``."""
 
     __slots__ = ("_scores", "memo")
 
     def __init__(self) -> None:
         self._scores: dict[int, NodeScores] = {}
-        self.memo: dict[Hashable, Any] = {}
+        self.memo = Memo()
 
     def scores(self, topology: Topology) -> NodeScores:
         """The subset scores of a topology object (built once per object)."""

@@ -20,6 +20,7 @@ from gputopo.placement.filters import filter_nodes
 from gputopo.placement.groups import k_subsets, usable_mask
 from gputopo.placement.scores import NodeScores
 from gputopo.placement.types import Request, Snapshot
+from gputopo.topology.memo import Table
 
 __all__ = ["NodeChoices", "node_choices", "optimum"]
 
@@ -30,6 +31,12 @@ class NodeChoices:
 
     by_workers: tuple[tuple[tuple[float, float], ...], ...]
     free: int
+
+
+# Per (topology id, free GPUs, group size, intra-node rule): the node's choices.
+_CHOICES: Table[tuple[int, int, int, IntraNode], NodeChoices] = Table("exact choices")
+# Per (topology id, group size, intra-node rule): which GPU subsets split into valid groups.
+_SPLITTABLE: Table[tuple[int, int, IntraNode], dict[int, bool]] = Table("splittable subsets")
 
 
 def _splittable(scores: NodeScores, k: int, intra: IntraNode) -> dict[int, bool]:
@@ -45,15 +52,16 @@ def _splittable(scores: NodeScores, k: int, intra: IntraNode) -> dict[int, bool]
 
 
 def node_choices(snapshot: Snapshot, scores: NodeScores, free: int, k: int, intra: IntraNode) -> NodeChoices:
-    memo = snapshot.cache.memo
-    key = ("exact", id(scores.topology), free, k, intra)
+    memo = snapshot.cache.memo.table(_CHOICES)
+    key = (id(scores.topology), free, k, intra)
     found = memo.get(key)
-    if isinstance(found, NodeChoices):
+    if found is not None:
         return found
-    splits_key = ("splits", id(scores.topology), k, intra)
-    splits = memo.get(splits_key)
+    splittable = snapshot.cache.memo.table(_SPLITTABLE)
+    splits_key = (id(scores.topology), k, intra)
+    splits = splittable.get(splits_key)
     if splits is None:
-        splits = memo[splits_key] = _splittable(scores, k, intra)
+        splits = splittable[splits_key] = _splittable(scores, k, intra)
     by_m: dict[int, set[tuple[float, float]]] = defaultdict(set)
     sub = free
     while sub:

@@ -12,6 +12,7 @@ from itertools import combinations
 from gputopo.api.trainingjob import IntraNode
 from gputopo.placement.scores import NodeScores, gpus_of
 from gputopo.placement.types import NodeInfo, Snapshot
+from gputopo.topology.memo import Table
 
 __all__ = ["Candidate", "NodeOffer", "k_subsets", "node_offer", "usable_mask"]
 
@@ -90,20 +91,25 @@ def _offer(scores: NodeScores, free: int, k: int, intra: IntraNode) -> NodeOffer
     return NodeOffer(scores, tuple(groups), tuple(intra_bw), tuple(inter_bw), free.bit_count())
 
 
+# Per (topology id, used GPUs as given, group size, intra-node rule): a frozenset hashes once, so a node
+# class costs one lookup.
+_OFFERS_BY_USED: Table[tuple[int, frozenset[int], int, IntraNode], NodeOffer] = Table("offers by used GPUs")
+# Per (topology id, free healthy GPUs as a mask, group size, intra-node rule).
+_OFFERS: Table[tuple[int, int, int, IntraNode], NodeOffer] = Table("offers")
+
+
 def node_offer(snapshot: Snapshot, node: NodeInfo, k: int, intra: IntraNode) -> NodeOffer:
-    memo = snapshot.cache.memo
-    # Keyed on the used set as given (a frozenset hashes once), so a node class costs one lookup.
-    fast = ("offer-used", id(node.topology), node.used_gpus, k, intra)
-    found = memo.get(fast)
+    by_used = snapshot.cache.memo.table(_OFFERS_BY_USED)
+    fast = (id(node.topology), node.used_gpus, k, intra)
+    found = by_used.get(fast)
     if found is not None and found.scores.topology is node.topology:
-        assert isinstance(found, NodeOffer)
         return found
     scores = snapshot.cache.scores(node.topology)
     free = usable_mask(node, scores)
-    key = ("offer", id(node.topology), free, k, intra)
-    offer = memo.get(key)
+    offers = snapshot.cache.memo.table(_OFFERS)
+    key = (id(node.topology), free, k, intra)
+    offer = offers.get(key)
     if offer is None or offer.scores is not scores:
         offer = _offer(scores, free, k, intra)
-    assert isinstance(offer, NodeOffer)
-    memo[key] = memo[fast] = offer
+    offers[key] = by_used[fast] = offer
     return offer

@@ -52,15 +52,13 @@ row is 1.7 times its NIC line rate), VMs may lack NVLS, and PCIe host-memory pat
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 from gputopo.api.nodetopology import LinkKind, LinkState
 from gputopo.topology.bandwidth import nvlink_generation, pcie_generation, pcie_x16_gbps
+from gputopo.topology.memo import Memo, SharedTable, Table
 from gputopo.topology.model import Nic, Topology, TopologyError
 
 __all__ = [
@@ -190,7 +188,7 @@ class TopologyTables:
         self._pair_sums: dict[int, float] = {0: 0.0}
         self._capacities: dict[int, list[list[float]]] = {}
         self._bits: dict[int, tuple[int, ...]] = {}
-        self.memo: dict[Hashable, Any] = {}  # derived views of this content (group rankings)
+        self.memo = Memo()  # derived views of this content (group rankings)
 
     def bits(self, mask: int) -> tuple[int, ...]:
         """The GPUs of a set, in index order."""
@@ -389,9 +387,9 @@ class TopologyTables:
 # Tables shared by topologies with equal content (the 10,000 nodes of a cluster are a handful of node types,
 # each read into its own Topology object): a bounded cache of a pure function, so sharing changes nothing
 # but the time taken.
-_SHARED: OrderedDict[Hashable, TopologyTables] = OrderedDict()
-_SHARED_LIMIT = 256
-_SHARED_LOCK = threading.Lock()
+_SHARED: SharedTable[Hashable, TopologyTables] = SharedTable(limit=256)
+# A topology's own reference to its tables (one per topology).
+_OWN: Table[None, TopologyTables] = Table("estimator tables")
 
 
 def _content(topology: Topology) -> Hashable:
@@ -405,27 +403,15 @@ def _content(topology: Topology) -> Hashable:
 
 def clear_shared_tables() -> None:
     """Forget the tables shared between equal topologies (benchmarks measure the first decision)."""
-    with _SHARED_LOCK:
-        _SHARED.clear()
+    _SHARED.clear()
 
 
 def topology_tables(topology: Topology) -> TopologyTables:
     """The estimator's tables of a topology: its own, or those of an earlier topology with equal content."""
-    tables = topology.memo.get("estimate")
+    own = topology.memo.table(_OWN)
+    tables = own.get(None)
     if tables is None:
-        key = _content(topology)
-        with _SHARED_LOCK:
-            tables = _SHARED.get(key)
-            if tables is not None:
-                _SHARED.move_to_end(key)
-        if tables is None:
-            tables = TopologyTables(topology)
-            with _SHARED_LOCK:
-                tables = _SHARED.setdefault(key, tables)
-                while len(_SHARED) > _SHARED_LIMIT:
-                    _SHARED.popitem(last=False)
-        topology.memo["estimate"] = tables
-    assert isinstance(tables, TopologyTables)
+        tables = own[None] = _SHARED.get_or_build(_content(topology), lambda: TopologyTables(topology))
     return tables
 
 

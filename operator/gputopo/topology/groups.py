@@ -36,6 +36,7 @@ from gputopo.api.nodetopology import GpuHealthState, LinkKind, LinkState
 from gputopo.api.trainingjob import IntraNode
 from gputopo.topology.estimate import TopologyTables, topology_tables
 from gputopo.topology.locality import locality
+from gputopo.topology.memo import Table
 from gputopo.topology.model import Link, Topology, TopologyError
 from gputopo.topology.remainder import remainder
 from gputopo.topology.symmetry import interchangeable
@@ -81,13 +82,22 @@ class _Shape(NamedTuple):
     bottleneck: str
 
 
+# Kept with the estimator's tables, so topologies of equal content share them.
+# Per (free GPUs, intra-node rule): whether each class may pair inside itself, and which classes it may not join.
+_CLASS_PAIRS: Table[tuple[int, IntraNode], tuple[list[bool], list[int]]] = Table("class pairs")
+# Per (free GPUs, group size, intra-node rule, limit): the ranked groups.
+_GROUPS: Table[tuple[int, int, IntraNode, int | None], tuple[Group, ...]] = Table("groups")
+# Per free GPUs: the GPUs in classes of interchangeable ones.
+_CLASSES: Table[int, list[list[int]]] = Table("gpu classes")
+
+
 def _shapes(
     topology: Topology, tables: TopologyTables, classes: list[list[int]], k: int, intra: IntraNode, free_mask: int
 ) -> list[_Shape]:
     m = len(classes)
     sizes = [len(c) for c in classes]
     suffix = [sum(sizes[t:]) for t in range(m + 1)]
-    class_pairs = tables.memo.setdefault("class-pairs", {})
+    class_pairs = tables.memo.table(_CLASS_PAIRS)
     found = class_pairs.get((free_mask, intra))
     if found is None:
         inner = [len(c) < 2 or _allowed(topology.link(c[0], c[1]), intra) for c in classes]
@@ -270,13 +280,13 @@ def well_connected_groups(
         return []
     free_mask = sum(1 << g for g in candidates)
     tables = topology_tables(topology)
-    memo: dict[tuple[int, int, IntraNode, int | None], tuple[Group, ...]] = tables.memo.setdefault("groups", {})
+    memo = tables.memo.table(_GROUPS)
     key = (free_mask, k, intra, limit)
     found = memo.get(key)
     if found is None and limit is not None and (whole := memo.get((free_mask, k, intra, None))) is not None:
         found = whole[:limit]
     if found is None:
-        classes_memo: dict[int, list[list[int]]] = tables.memo.setdefault("classes", {})
+        classes_memo = tables.memo.table(_CLASSES)
         classes = classes_memo.get(free_mask)
         if classes is None:
             classes = classes_memo[free_mask] = interchangeable(topology, candidates)

@@ -9,19 +9,23 @@ distinct nearest-NIC sets.
 from __future__ import annotations
 
 from gputopo.topology.estimate import topology_tables
+from gputopo.topology.memo import Table
 from gputopo.topology.model import Topology
 
 __all__ = ["locality"]
 
+# Kept with the estimator's tables. Per GPU set: (NUMA nodes, distinct nearest-NIC sets).
+_LOCALITY: Table[int, tuple[int, int]] = Table("locality")
+
 
 def locality(topology: Topology, mask: int) -> tuple[int, int]:
     """(NUMA nodes the GPUs span, distinct sets of nearest NICs they have); lower is closer."""
-    node = topology_tables(topology)
-    memo: dict[int, tuple[int, int]] = node.memo.setdefault("locality", {})
+    tables = topology_tables(topology)
+    memo = tables.memo.table(_LOCALITY)
     found = memo.get(mask)
     if found is None:
-        gpus = node.bits(mask)
+        gpus = tables.bits(mask)
         numa = {topology.gpus[g].numa_node for g in gpus} - {None}
-        nics = {node.nearest(g) for g in gpus}
+        nics = {tables.nearest(g) for g in gpus}
         found = memo[mask] = (len(numa), len(nics))
     return found

@@ -6,12 +6,12 @@ NodeTopology status of the API lives in ``gputopo.topology.convert``.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
 
 from gputopo.api.nodetopology import FabricState, GpuHealthState, LinkKind, LinkState, NicState
+from gputopo.topology.memo import Memo
 
 __all__ = [
     "PCIE_LEVELS",
@@ -209,12 +209,12 @@ class Topology:
         return link.nvlinks if link.usable_nvlink else 0
 
     @cached_property
-    def memo(self) -> dict[Hashable, Any]:
-        """Scratch space for views derived from this immutable topology (estimator tables, group rankings).
+    def memo(self) -> Memo:
+        """Views derived from this immutable topology (the estimator's tables, NVLink domains).
 
         It lives and dies with the object, so a cache keyed on it never outlives or confuses a topology.
         """
-        return {}
+        return Memo()
 
     @cached_property
     def nvlink_matrix(self) -> tuple[tuple[int, ...], ...]:

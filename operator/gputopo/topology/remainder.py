@@ -17,6 +17,7 @@ remainders, so only one group per shape is tried; the packing is memoised per fr
 from __future__ import annotations
 
 from gputopo.topology.estimate import topology_tables
+from gputopo.topology.memo import Table
 from gputopo.topology.model import Topology
 from gputopo.topology.symmetry import interchangeable
 
@@ -50,11 +51,17 @@ def _shapes(topology: Topology, free_mask: int, k: int) -> list[tuple[float, int
     return found
 
 
+# Kept with the estimator's tables. Per (free GPUs, group size): the best bus bandwidth of such a group.
+_BEST_BUSBW: Table[tuple[int, int], float] = Table("best bus bandwidth")
+# Per (free GPUs, largest job size): the figures of packing them, the largest job that fits first.
+_PACKINGS: Table[tuple[int, int], tuple[float, ...]] = Table("remainder packings")
+
+
 def best_busbw(topology: Topology, free_mask: int, k: int) -> float:
     """The highest estimated bus bandwidth of any k of the GPUs in ``free_mask`` (0 when fewer are free)."""
     if k < 1 or free_mask.bit_count() < k:
         return 0.0
-    memo: dict[tuple[int, int], float] = topology_tables(topology).memo.setdefault("best-busbw", {})
+    memo = topology_tables(topology).memo.table(_BEST_BUSBW)
     found = memo.get((free_mask, k))
     if found is None:
         found = memo[(free_mask, k)] = max(bw for bw, _ in _shapes(topology, free_mask, k))
@@ -66,7 +73,7 @@ def remainder(topology: Topology, rest_mask: int) -> tuple[tuple[float, ...], ..
     (8, then 4, then 2 GPUs and smaller), compared in that order; higher is better."""
     if topology.gpu_count > _PACKING_GPUS:
         return (tuple(best_busbw(topology, rest_mask, k) for k in JOB_SIZES),)
-    memo: dict[tuple[int, int], tuple[float, ...]] = topology_tables(topology).memo.setdefault("remainder", {})
+    memo = topology_tables(topology).memo.table(_PACKINGS)
     return tuple(_packing(topology, rest_mask, cap, memo) for cap in JOB_SIZES[:-1])
 
 

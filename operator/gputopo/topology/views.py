@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from gputopo.api.nodetopology import LinkKind
 from gputopo.topology.estimate import nic_assignment, topology_tables
+from gputopo.topology.memo import Table
 from gputopo.topology.model import PCIE_LEVELS, Nic, Topology
 
 __all__ = [
@@ -18,6 +19,10 @@ __all__ = [
 ]
 
 INTERCONNECT_CLASSES = ("nvswitch", "nvlink-mesh", "nvlink-pairs", "pcie")
+
+
+# One per topology: its maximal NVLink cliques, largest first.
+_NVLINK_DOMAINS: Table[None, tuple[tuple[int, ...], ...]] = Table("nvlink domains")
 
 
 def _nvlink_adjacency(topology: Topology) -> list[int]:
@@ -59,14 +64,15 @@ def nvlink_domains(topology: Topology) -> list[tuple[int, ...]]:
 
     GPUs without any NVLink are left out; a DGX-1 gives its two NVLink quads, H100 NVL boards their pairs.
     """
-    memo = topology.memo.get("nvlink_domains")
-    if memo is None:
+    own = topology.memo.table(_NVLINK_DOMAINS)
+    found = own.get(None)
+    if found is None:
         adj = _nvlink_adjacency(topology)
         cliques = [c for c in _maximal_cliques(adj) if c.bit_count() >= 2]
         domains = [tuple(i for i in range(topology.gpu_count) if c >> i & 1) for c in cliques]
         domains.sort(key=lambda d: (-len(d), d))
-        memo = topology.memo["nvlink_domains"] = tuple(domains)
-    return list(memo)
+        found = own[None] = tuple(domains)
+    return list(found)
 
 
 def nvlink_domain_size(topology: Topology) -> int:

@@ -14,6 +14,7 @@ from itertools import combinations
 from gputopo.api.nodetopology import LinkKind
 from gputopo.placement.peers.topology_blind import spread_workers
 from gputopo.placement.types import NodeInfo, Placement, Request, Snapshot, Unplaceable
+from gputopo.topology.memo import Table
 from gputopo.topology.model import Topology
 
 __all__ = ["pair_score", "place_local_nvlink"]
@@ -52,11 +53,16 @@ def _partitions(gpus: tuple[int, ...], k: int) -> Iterator[list[tuple[int, ...]]
                 yield tail
 
 
+# Per (topology id, free GPUs, group size): the group it takes as a mask, -1 for none.
+_BEST_EFFORT: Table[tuple[int, int, int], int] = Table("best-effort groups")
+
+
 def best_effort(snapshot: Snapshot, node: NodeInfo, free: int, k: int) -> int | None:
-    key = ("besteffort", id(node.topology), free, k)
-    cached = snapshot.cache.memo.get(key)
+    memo = snapshot.cache.memo.table(_BEST_EFFORT)
+    key = (id(node.topology), free, k)
+    cached = memo.get(key)
     if cached is not None:
-        return int(cached) if cached >= 0 else None
+        return cached if cached >= 0 else None
     topology = node.topology
     gpus = tuple(i for i in range(topology.gpu_count) if free >> i & 1)
     choice = -1
@@ -73,7 +79,7 @@ def best_effort(snapshot: Snapshot, node: NodeInfo, free: int, k: int) -> int | 
                 if best is None or total > best[0]:
                     best = (total, sum(1 << g for g in top))
             choice = best[1] if best else -1
-    snapshot.cache.memo[key] = choice
+    memo[key] = choice
     return choice if choice >= 0 else None
 
 
