@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from gputopo.api.nodetopology import GpuHealthState, LinkState, NicState
+from gputopo.api.nodetopology import FabricHealth, GpuHealthState, LinkState, NicState
 from gputopo.api.trainingjob import FailurePolicy, LinkFailureAction, WorkerPlacement
 from gputopo.control.bandwidth import GangEstimate
 from gputopo.control.facts import NodeFacts, TopologyFacts
+from gputopo.topology.fabric import fabric_health
+from gputopo.topology.model import Topology
 
 __all__ = [
     "Action",
@@ -36,13 +38,15 @@ class FaultKind(StrEnum):
     LINK_DEGRADED = "LinkDegraded"
     NIC_DOWN = "NicDown"
     GPU_UNHEALTHY = "GpuUnhealthy"
+    FABRIC_DEGRADED = "NvlinkFabricDegraded"  # a tray's NVLink fabric, or its rack's (a switch tray lost)
+    FABRIC_DOWN = "NvlinkFabricDown"
     NODE_NOT_READY = "NodeNotReady"
     NODE_LOST = "NodeLost"
 
     @property
     def tolerable(self) -> bool:
         """Faults a running gang can outlive at lower bandwidth; a lost GPU or node ends it."""
-        return self in (FaultKind.LINK_DOWN, FaultKind.LINK_DEGRADED, FaultKind.NIC_DOWN)
+        return self in (FaultKind.LINK_DOWN, FaultKind.LINK_DEGRADED, FaultKind.NIC_DOWN, FaultKind.FABRIC_DEGRADED)
 
     @property
     def node_gone(self) -> bool:
@@ -97,6 +101,9 @@ def faults_under(
             if gpu.index in gpus and gpu.health is GpuHealthState.UNHEALTHY:
                 why = f" ({gpu.health_reason})" if gpu.health_reason else ""
                 faults.append(Fault(FaultKind.GPU_UNHEALTHY, name, f"GPU{gpu.index} Unhealthy{why}"))
+        fabric = _fabric_fault(topology, gpus, name)
+        if fabric is not None:
+            faults.append(fabric)
         for (a, b), link in sorted(topology.links.items()):
             if a in gpus and b in gpus and link.state is not LinkState.UP:
                 kind = FaultKind.LINK_DOWN if link.state is LinkState.DOWN else FaultKind.LINK_DEGRADED
@@ -106,6 +113,25 @@ def faults_under(
                 if nic.name in nics and nic.state is NicState.DOWN:
                     faults.append(Fault(FaultKind.NIC_DOWN, name, f"NIC {nic.name} Down"))
     return faults, recheck
+
+
+def _fabric_fault(topology: Topology, gpus: set[int], node: str) -> Fault | None:
+    """One fault per node whose job GPUs' NVLink fabric is not healthy: on a GB200 tray every NVLink byte, even
+    between the tray's own GPUs, crosses the rack's switch trays. A fabric manager that goes down takes every
+    tray of its domain with it, so each gang of the domain sees this on its own trays."""
+    worst: tuple[FabricHealth, str, int] | None = None
+    for gpu in topology.gpus:
+        if gpu.index not in gpus:
+            continue
+        health, reason = fabric_health(gpu.fabric)
+        if health is FabricHealth.HEALTHY:
+            continue
+        if worst is None or (health is FabricHealth.DOWN and worst[0] is not FabricHealth.DOWN):
+            worst = (health, reason, gpu.index)
+    if worst is None:
+        return None
+    kind = FaultKind.FABRIC_DOWN if worst[0] is FabricHealth.DOWN else FaultKind.FABRIC_DEGRADED
+    return Fault(kind, node, f"GPU{worst[2]}: {worst[1]}")
 
 
 class Action(StrEnum):

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from gputopo.placement.types import TierConfig, TierLevel
+from gputopo.placement.types import DEFAULT_DOMAIN_NODE_CAP, TierConfig, TierLevel
 
 __all__ = ["OperatorSettings"]
 
@@ -50,6 +50,13 @@ class OperatorSettings(BaseSettings):
     )
 
     # -- timeouts -----------------------------------------------------------------------------------------
+    nvlink_domain_node_cap: int = Field(
+        default=DEFAULT_DOMAIN_NODE_CAP,
+        ge=1,
+        le=1000,
+        description="Nodes of one multi-node NVLink domain (an NVL72 rack's trays) in use at once; the rest are "
+        "spares for failures.",
+    )
     unschedulable_timeout_seconds: float = Field(
         default=120.0, gt=0, description="A gated-off pod still unschedulable after this re-plans its job."
     )
@@ -122,4 +129,5 @@ class OperatorSettings(BaseSettings):
     @property
     def tiers(self) -> TierConfig:
         over = self.tier_oversubscription or [1.0] * len(self.tier_labels)
-        return TierConfig(tuple(TierLevel(label, x) for label, x in zip(self.tier_labels, over, strict=True)))
+        levels = tuple(TierLevel(label, x) for label, x in zip(self.tier_labels, over, strict=True))
+        return TierConfig(levels, domain_node_cap=self.nvlink_domain_node_cap)

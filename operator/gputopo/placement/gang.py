@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 from gputopo.placement.scores import gpus_of
 from gputopo.placement.types import Placement, Snapshot, WorkerAssignment
-from gputopo.topology.estimate import nvlink_fabric
-from gputopo.topology.gang import domain_bandwidth
+from gputopo.topology.gang import domain_bandwidth, member_fabric
 
 __all__ = ["GangScore", "NodeShare", "assemble", "score_gang", "spanning_tier"]
 
@@ -61,7 +60,7 @@ def _nvlink_groups(snapshot: Snapshot, shares: Sequence[NodeShare]) -> list[list
     for share in shares:
         domain = nvlink[share.node]
         topology = snapshot.nodes[share.node].topology
-        if domain and len(shares) > 1 and nvlink_fabric(topology, gpus_of(share.union))[0] > 0:
+        if domain and len(shares) > 1 and member_fabric(topology, gpus_of(share.union))[0] > 0:
             groups.setdefault(domain, []).append(share)
         else:
             groups[f"node/{share.node}"] = [share]
@@ -80,7 +79,7 @@ def _group_parts(snapshot: Snapshot, group: Sequence[NodeShare], several: bool) 
             return (intra,)
         net = scores.inter_estimate(union)
         return intra, (net.busbw_gbps, f"{node.name} network: {net.bottleneck}")
-    fabrics = [nvlink_fabric(n.topology, gpus_of(s.union)) for n, s in zip(nodes, group, strict=True)]
+    fabrics = [member_fabric(n.topology, gpus_of(s.union)) for n, s in zip(nodes, group, strict=True)]
     fabric = min(f[0] for f in fabrics)
     gpus = sum(s.union.bit_count() for s in group)
     value, how = domain_bandwidth(gpus, fabric, all(f[1] for f in fabrics))

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from gputopo.api.nodetopology import FabricHealth
 from gputopo.topology.estimate import (
     NVLINK_RING_EFFICIENCY,
     BusBandwidth,
@@ -32,17 +33,23 @@ from gputopo.topology.estimate import (
     inter_node_part,
     nvlink_fabric,
 )
+from gputopo.topology.fabric import fabric_health
 from gputopo.topology.model import Topology, TopologyError
 
 __all__ = [
+    "DEGRADED_FABRIC_SHARE",
     "MNNVL_NVLS_ALGBW_EFFICIENCY",
     "domain_bandwidth",
     "estimate_gang",
+    "member_fabric",
     "split_evenly",
 ]
 
 # Multi-node NVLink SHARP all-reduce algbw as a share of the GPU's per-direction NVLink bandwidth.
 MNNVL_NVLS_ALGBW_EFFICIENCY = 0.49
+# What a GPU whose fabric reports degraded bandwidth keeps of its NVLink into the domain. NVML does not say how
+# much is lost; an NVL72 GPU's 18 links spread over 9 switch trays, so losing one tray costs 2 of 18 *[inferred]*.
+DEGRADED_FABRIC_SHARE = 8 / 9
 
 Member = tuple[Topology, Sequence[int]]
 
@@ -55,6 +62,18 @@ def domain_bandwidth(gpus: int, fabric_gbps: float, nvls: bool) -> tuple[float, 
         if sharp > ring:
             return sharp, "multi-node NVLink SHARP"
     return ring, "ring"
+
+
+def member_fabric(topology: Topology, gpus: Sequence[int]) -> tuple[float, bool]:
+    """The NVLink bandwidth the GPUs have into their domain's fabric (``nvlink_fabric``) as their fabric
+    health leaves it: none when one GPU's fabric is down, ``DEGRADED_FABRIC_SHARE`` of it when degraded."""
+    gbps, nvls = nvlink_fabric(topology, gpus)
+    worst = {fabric_health(topology.gpus[g].fabric)[0] for g in gpus}
+    if FabricHealth.DOWN in worst:
+        return 0.0, nvls
+    if FabricHealth.DEGRADED in worst:
+        return gbps * DEGRADED_FABRIC_SHARE, nvls
+    return gbps, nvls
 
 
 def split_evenly(total: int, parts: int) -> list[int]:
@@ -80,7 +99,7 @@ def _groups(members: Sequence[Member], domains: Sequence[str] | None) -> list[_G
     groups: dict[str, _Group] = {}
     for rank, (topology, gpus) in enumerate(members):
         domain = domains[rank] if domains is not None else ""
-        if domain and nvlink_fabric(topology, gpus)[0] > 0:
+        if domain and member_fabric(topology, gpus)[0] > 0:
             groups.setdefault("d:" + domain, _Group(f"NVLink domain {domain}", domain)).ranks.append(rank)
         else:
             groups[f"n:{rank}"] = _Group(f"node {rank}", "", [rank])
@@ -92,7 +111,7 @@ def _intra(group: _Group, members: Sequence[Member]) -> tuple[float, str]:
         topology, gpus = members[group.ranks[0]]
         result = estimate_node(topology, gpus)
         return result.busbw_gbps, f"intra-node {group.name}: {result.bottleneck}"
-    fabrics = [nvlink_fabric(*members[r]) for r in group.ranks]
+    fabrics = [member_fabric(*members[r]) for r in group.ranks]
     gbps = min(f[0] for f in fabrics)
     k = sum(len(members[r][1]) for r in group.ranks)
     value, how = domain_bandwidth(k, gbps, all(f[1] for f in fabrics))

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gputopo.api.nodetopology import GpuHealthState, LinkState, NicState, PodGpus
+from gputopo.api.nodetopology import FabricState, GpuHealthState, LinkState, NicState, PodGpus
 from gputopo.api.trainingjob import TrainingJobSpec, TrainingJobStatus
 from gputopo.control.facts import JobFacts, NodeFacts, PodFacts, TopologyFacts, job_facts
 from gputopo.control.view import ClusterView
 from gputopo.topology.catalog import load_node_type
+from gputopo.topology.fabric import health_mask, with_fabric
 from gputopo.topology.model import Topology
 
 T0 = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -108,6 +110,28 @@ class ClusterBuilder:
     ) -> ClusterBuilder:
         self.topologies[name] = load_node_type(node_type)
         self.nodes[name] = NodeFacts(name, {TIER0: leaf, TIER1: spine}, ready=True, ready_since=T0)
+        return self
+
+    def tray(self, name: str, rack: str, leaf: str = "leaf-a") -> ClusterBuilder:
+        """A GB200 tray of NVL72 rack ``rack`` (its GPUs registered in the rack's NVLink domain)."""
+        topology = with_fabric(load_node_type("gb200-tray"), str(uuid.uuid5(uuid.NAMESPACE_DNS, rack)), 1)
+        self.topologies[name] = topology
+        self.nodes[name] = NodeFacts(name, {TIER0: leaf, TIER1: "spine-a"}, ready=True, ready_since=T0)
+        return self
+
+    def fabric(self, name: str, state: str) -> ClusterBuilder:
+        """The tray's NVLink fabric reads ``degraded`` (less bandwidth) or ``down`` (not registered)."""
+        t = self.topologies[name]
+        gpus = []
+        for g in t.gpus:
+            assert g.fabric is not None
+            fabric = (
+                replace(g.fabric, health_mask=health_mask(degraded_bw=True))
+                if state == "degraded"
+                else replace(g.fabric, state=FabricState.NOT_STARTED)
+            )
+            gpus.append(replace(g, fabric=fabric))
+        self.topologies[name] = Topology(tuple(gpus), t.links, t.nics, t.system)
         return self
 
     def link(self, name: str, a: int, b: int, state: LinkState = LinkState.DOWN) -> ClusterBuilder:
