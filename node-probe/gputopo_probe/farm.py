@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from gputopo.topology.fabric import with_fabric
 from gputopo.topology.model import Topology
 from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.errors import ProbeError
@@ -29,7 +30,7 @@ from gputopo_probe.publish.server import Metrics
 from gputopo_probe.runner import Member, Runner
 from gputopo_probe.source import load_fake_topology
 
-__all__ = ["FarmNode", "build_member", "read_nodes_file", "run_farm"]
+__all__ = ["FarmNode", "build_member", "farm_topology", "read_nodes_file", "run_farm"]
 
 log = logging.getLogger(__name__)
 
@@ -39,14 +40,37 @@ class FarmNode:
     node: str
     topology: str
     gpu_model: str | None = None
+    fabric: tuple[str, int] | None = None  # (cluster UUID, clique id) of the node's NVLink domain
+
+    @property
+    def key(self) -> tuple[str, str | None, tuple[str, int] | None]:
+        """Nodes with equal keys share one topology object."""
+        return self.topology, self.gpu_model, self.fabric
+
+
+def _fabric(raw: object) -> tuple[str, int] | None:
+    if not raw:
+        return None
+    if not isinstance(raw, dict):
+        raise TypeError(f"fabric must be a mapping, not {raw!r}")
+    return str(raw["clusterUuid"]), int(raw.get("cliqueId", 0))
 
 
 def read_nodes_file(path: str | Path) -> list[FarmNode]:
     try:
         data = yaml.safe_load(Path(path).read_text()) or {}
-        return [FarmNode(str(n["node"]), str(n["topology"]), n.get("gpuModel") or None) for n in data.get("nodes", [])]
-    except (OSError, yaml.YAMLError, KeyError, TypeError) as error:
+        return [
+            FarmNode(str(n["node"]), str(n["topology"]), n.get("gpuModel") or None, _fabric(n.get("fabric")))
+            for n in data.get("nodes", [])
+        ]
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as error:
         raise ProbeError(f"bad nodes file {path}: {error}") from error
+
+
+def farm_topology(spec: FarmNode) -> Topology:
+    """The node's fake topology: its source, with the GPUs in its NVLink domain when it has one."""
+    topology = load_fake_topology(spec.topology, spec.gpu_model)
+    return with_fabric(topology, *spec.fabric) if spec.fabric else topology
 
 
 def build_member(
@@ -89,13 +113,12 @@ def run_farm(args: argparse.Namespace) -> int:
     kube = Kube(load_api_client(args.kubeconfig))
     faults = FaultStore(args.fault_dir) if args.fault_dir else None
     mode: AllocationMode = args.fake_allocation
-    topologies: dict[tuple[str, str | None], Topology] = {}
+    topologies: dict[tuple[str, str | None, tuple[str, int] | None], Topology] = {}
     allocators: dict[str, FakeAllocator] = {}
     for spec in specs:
-        key = (spec.topology, spec.gpu_model)
-        if key not in topologies:
-            topologies[key] = load_fake_topology(spec.topology, spec.gpu_model)
-        allocators[spec.node] = FakeAllocator(topologies[key], mode)
+        if spec.key not in topologies:
+            topologies[spec.key] = farm_topology(spec)
+        allocators[spec.node] = FakeAllocator(topologies[spec.key], mode)
     runner = Runner(args.interval or 1.0, Metrics(), publish_workers=8, confirm_s=args.confirm_interval)
     watch = PodWatch(kube, allocators).start()
 
@@ -105,7 +128,7 @@ def run_farm(args: argparse.Namespace) -> int:
                 runner.add(
                     build_member(
                         spec,
-                        topologies[(spec.topology, spec.gpu_model)],
+                        topologies[spec.key],
                         kube=kube,
                         faults=faults,
                         allocator=allocators[spec.node],

@@ -123,16 +123,20 @@ def fault_link(
 def fault_fabric(
     node: NodeOpt,
     state: Annotated[str, typer.Option("--state", help="degraded (e.g. a switch tray lost), down or up.")],
+    whole_domain: Annotated[
+        bool, typer.Option("--whole-domain", help="Every node of the node's NVLink domain (its NVL72 rack).")
+    ] = False,
     name: NameOpt = DEFAULT_NAME,
 ) -> None:
     """Degrade a node's multi-node NVLink fabric, take it down, or heal it (every GPU of the node)."""
     if state not in ("down", "degraded", "up"):
         raise typer.BadParameter("--state must be down, degraded or up")
     try:
-        fabric_fault(Sandbox(name), node, state)  # type: ignore[arg-type]
+        changed = fabric_fault(Sandbox(name), node, state, whole_domain=whole_domain)  # type: ignore[arg-type]
     except SandboxError as error:
         _fail(error)
-    typer.echo(f"{node}: NVLink fabric {state}")
+        return
+    typer.echo(f"{', '.join(changed)}: NVLink fabric {state}")
 
 
 @fault_app.command("nic")

@@ -23,7 +23,7 @@ from gputopo.sandbox import processes
 from gputopo.sandbox.binaries import KUBE_VERSION, Binaries, cache_root, find_binaries
 from gputopo.sandbox.errors import SandboxError
 from gputopo.sandbox.nodes import KWOK_ANNOTATION, node_manifest
-from gputopo.sandbox.profiles import NodePlan, plan_nodes
+from gputopo.sandbox.profiles import NodePlan, domain_fabric, plan_nodes
 
 __all__ = ["DEFAULT_NAME", "Sandbox", "SandboxStatus"]
 
@@ -222,7 +222,15 @@ class Sandbox:
         for plan in plans:
             topology = load_node_type(plan.node_type)
             manifests.append(node_manifest(plan, topology.gpu_count, topology.gpu_model))
-            farm.append({"node": plan.name, "topology": plan.node_type, "gpuModel": topology.gpu_model or None})
+            entry: dict[str, Any] = {
+                "node": plan.name,
+                "topology": plan.node_type,
+                "gpuModel": topology.gpu_model or None,
+            }
+            if plan.nvlink_domain:
+                cluster_uuid, clique = domain_fabric(plan.nvlink_domain)
+                entry["fabric"] = {"clusterUuid": cluster_uuid, "cliqueId": clique, "domain": plan.nvlink_domain}
+            farm.append(entry)
         self.kubectl("apply", "-f", "-", input=yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": manifests}))
         self.nodes_file.write_text(yaml.safe_dump({"nodes": farm}, sort_keys=False))
         self.fault_dir.mkdir(parents=True, exist_ok=True)

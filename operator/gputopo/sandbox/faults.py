@@ -8,6 +8,8 @@ import json
 from datetime import UTC, datetime
 from typing import Literal
 
+import yaml
+
 from gputopo.sandbox.cluster import Sandbox
 from gputopo.sandbox.errors import SandboxError
 from gputopo.sandbox.nodes import KWOK_ANNOTATION
@@ -42,12 +44,24 @@ def gpu_fault(
     _store(sandbox, node).gpu(node, gpu, xid=xid, hot=hot, clear=clear)
 
 
-def fabric_fault(sandbox: Sandbox, node: str, state: Literal["down", "degraded", "up"]) -> None:
-    """The node's NVLink fabric (every GPU of an NVL72 tray) reads degraded, down, or healthy again.
-
-    A rack that loses a switch tray is this fault on each of its trays (``degraded``: less bandwidth for all).
-    """
-    _store(sandbox, node).fabric(node, state)
+def fabric_fault(
+    sandbox: Sandbox, node: str, state: Literal["down", "degraded", "up"], *, whole_domain: bool = False
+) -> list[str]:
+    """The node's NVLink fabric (every GPU of an NVL72 tray) reads degraded, down, or healthy again; with
+    ``whole_domain``, every node of its NVLink domain does (a rack that lost a switch tray reads ``degraded``
+    on all its trays; one whose fabric manager died, ``down``). Returns the nodes changed."""
+    store = _store(sandbox, node)
+    nodes = [node]
+    if whole_domain:
+        farm = yaml.safe_load(sandbox.nodes_file.read_text()) if sandbox.nodes_file.exists() else {}
+        domain_of = {str(n["node"]): (n.get("fabric") or {}).get("domain") for n in (farm or {}).get("nodes", [])}
+        domain = domain_of.get(node)
+        if not domain:
+            raise SandboxError(f"node {node!r} is in no NVLink domain (use a sandbox with --profile nvl72)")
+        nodes = sorted(n for n, d in domain_of.items() if d == domain)
+    for name in nodes:
+        store.fabric(name, state)
+    return nodes
 
 
 def node_fault(sandbox: Sandbox, node: str, action: Literal["not-ready", "ready", "delete"]) -> None:

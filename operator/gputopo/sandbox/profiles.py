@@ -2,16 +2,19 @@
 
 Nodes are laid out leaf by leaf: every tier-0 (leaf) switch holds ``leaf_size`` nodes of one node type, and
 ``leaves_per_spine`` leaves share a tier-1 (spine) switch — the shape of a rail-optimised GPU cluster, where a
-multi-node gang of one GPU model can stay under one leaf.
+multi-node gang of one GPU model can stay under one leaf. A profile with ``domain_size`` groups that many
+consecutive nodes into one multi-node NVLink domain (an NVL72 rack of 18 GB200 trays): their fake GPUs
+report the rack's fabric info, as real ones do through NVML.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from gputopo.sandbox.errors import SandboxError
 
-__all__ = ["PROFILES", "TIER0_LABEL", "TIER1_LABEL", "NodePlan", "Profile", "plan_nodes"]
+__all__ = ["PROFILES", "TIER0_LABEL", "TIER1_LABEL", "NodePlan", "Profile", "domain_fabric", "plan_nodes"]
 
 TIER0_LABEL = "fabric.topograph.run/tier-0"
 TIER1_LABEL = "fabric.topograph.run/tier-1"
@@ -24,6 +27,7 @@ class Profile:
     leaf_size: int = 2
     leaves_per_spine: int = 4
     description: str = ""
+    domain_size: int = 0  # nodes per multi-node NVLink domain; 0: none
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,12 @@ class NodePlan:
     node_type: str
     leaf: str
     spine: str
+    nvlink_domain: str = ""  # the rack whose NVLink fabric the node's GPUs are on
+
+
+def domain_fabric(domain: str) -> tuple[str, int]:
+    """The cluster UUID and clique id a fake rack's GPUs report (stable per rack name)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"gputopo-sandbox/{domain}")), 1
 
 
 PROFILES: dict[str, Profile] = {
@@ -54,6 +64,14 @@ PROFILES: dict[str, Profile] = {
         Profile("hgx-h100", ("hgx-h100",), leaf_size=4, description="HGX H100 nodes only (NVSwitch, 8 NICs)"),
         Profile("dgx-a100", ("dgx-a100",), leaf_size=4, description="DGX A100 nodes only"),
         Profile("pcie", ("rtx4090-pcie", "l40s-pcie"), description="PCIe-only GPU nodes"),
+        Profile(
+            "nvl72",
+            ("gb200-tray",),
+            leaf_size=36,
+            leaves_per_spine=2,
+            domain_size=18,
+            description="GB200 NVL72 racks of 18 trays (4 racks with --nodes 72), two racks per leaf switch",
+        ),
     )
 }
 
@@ -76,6 +94,7 @@ def plan_nodes(profile_name: str, count: int) -> list[NodePlan]:
                 node_type=node_type,
                 leaf=f"leaf-{leaf:02d}",
                 spine=f"spine-{leaf // profile.leaves_per_spine:02d}",
+                nvlink_domain=f"rack-{i // profile.domain_size:02d}" if profile.domain_size else "",
             )
         )
     return plans

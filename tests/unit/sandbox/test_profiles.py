@@ -4,11 +4,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gputopo.sandbox import SandboxError
 from gputopo.sandbox.binaries import find_binaries
 from gputopo.sandbox.nodes import KWOK_ANNOTATION, node_manifest
-from gputopo.sandbox.profiles import PROFILES, TIER0_LABEL, TIER1_LABEL, plan_nodes
+from gputopo.sandbox.profiles import PROFILES, TIER0_LABEL, TIER1_LABEL, domain_fabric, plan_nodes
+from gputopo.topology.fabric import node_domain
+from gputopo_probe.farm import farm_topology, read_nodes_file
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES), ids=str)
@@ -30,6 +33,28 @@ def test_spines_group_leaves() -> None:
     plans = plan_nodes("mixed", 16)
     assert {p.spine for p in plans} == {"spine-00", "spine-01"}
     assert plans[0].leaf == plans[1].leaf != plans[2].leaf
+
+
+def test_nvl72_profile_is_racks_of_18_trays_two_racks_per_leaf() -> None:
+    plans = plan_nodes("nvl72", 72)
+    racks = Counter(p.nvlink_domain for p in plans)
+    assert racks == {f"rack-{r:02d}": 18 for r in range(4)}
+    assert {p.node_type for p in plans} == {"gb200-tray"}
+    leaves = {p.nvlink_domain: p.leaf for p in plans}
+    assert leaves == {"rack-00": "leaf-00", "rack-01": "leaf-00", "rack-02": "leaf-01", "rack-03": "leaf-01"}
+    assert all(not p.nvlink_domain for p in plan_nodes("mixed", 8))
+
+
+def test_a_farm_node_of_a_rack_discovers_the_racks_fabric(tmp_path: Path) -> None:
+    plan = plan_nodes("nvl72", 20)[19]  # a tray of the second rack
+    cluster_uuid, clique = domain_fabric(plan.nvlink_domain)
+    nodes_file = tmp_path / "nodes.yaml"
+    entry = {"node": plan.name, "topology": plan.node_type, "fabric": {"clusterUuid": cluster_uuid, "cliqueId": clique}}
+    nodes_file.write_text(yaml.safe_dump({"nodes": [entry]}))
+    (spec,) = read_nodes_file(nodes_file)
+    topology = farm_topology(spec)
+    assert node_domain(topology).clique == f"{cluster_uuid}.{clique}"
+    assert domain_fabric("rack-01") == (cluster_uuid, clique) != domain_fabric("rack-00")
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,102 @@
+"""An NVL72 sandbox (``--profile nvl72``): fake GB200 trays whose GPUs report their rack's NVLink fabric through
+the fake NVML, published by the real probe code to a real kube-apiserver; fabric faults travel the same path.
+Nothing here is mocked. The module brings up its own sandbox (two racks of 18 trays under one leaf)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gputopo.api.labels import LABEL_GFD_CLIQUE, LABEL_HEALTH, LABEL_NVLINK_CLIQUE
+from gputopo.sandbox import Sandbox, SandboxError
+from gputopo.sandbox.binaries import find_binaries
+from gputopo.sandbox.faults import fabric_fault
+from gputopo.sandbox.profiles import domain_fabric, plan_nodes
+from gputopo.sandbox.testing import SandboxHandle
+
+pytestmark = pytest.mark.integration
+
+NAME = os.environ.get("GPUTOPO_TEST_SANDBOX", "gputopo-test") + "-nvl72"
+NODES = 36
+TIMEOUT = 60.0
+
+
+@pytest.fixture(scope="module")
+def racks() -> Iterator[SandboxHandle]:
+    try:
+        bins = find_binaries()
+    except SandboxError as error:
+        pytest.fail(str(error))
+    box = Sandbox(NAME)
+    status = box.up(nodes=NODES, profile="nvl72", operator=False)
+    try:
+        yield SandboxHandle(box, box.kubeconfig, status.nodes, box.fault_dir, bins.bin_dir)
+    finally:
+        if os.environ.get("GPUTOPO_KEEP_SANDBOX") != "1":
+            box.down()
+
+
+def _labels(racks: SandboxHandle, node: str) -> dict[str, str]:
+    out: dict[str, str] = racks.get_json("node", node)["metadata"]["labels"]
+    return out
+
+
+def _clique(rack: str) -> str:
+    cluster_uuid, clique = domain_fabric(rack)
+    return f"{cluster_uuid}.{clique}"
+
+
+def test_every_tray_publishes_its_racks_clique(racks: SandboxHandle) -> None:
+    plans = {p.name: p for p in plan_nodes("nvl72", NODES)}
+    for node in racks.nodes:
+        expected = _clique(plans[node].nvlink_domain)
+        status = racks.get_json("nodetopology", node)["status"]
+        assert status["system"]["nvlinkDomain"] == {"clique": expected, "health": "Healthy", "reason": ""}
+        assert {g["fabric"]["state"] for g in status["gpus"]} == {"Completed"}
+        labels = _labels(racks, node)
+        assert labels[LABEL_NVLINK_CLIQUE] == labels[LABEL_GFD_CLIQUE] == expected
+
+
+def test_a_rack_that_loses_a_switch_tray_reads_degraded_on_every_tray(racks: SandboxHandle) -> None:
+    first = racks.nodes[0]
+    changed = fabric_fault(racks.sandbox, first, "degraded", whole_domain=True)
+    try:
+        assert len(changed) == 18 and first in changed
+        other_rack = [n for n in racks.nodes if n not in changed]
+
+        def all_degraded() -> bool:
+            return all(_labels(racks, n).get(LABEL_HEALTH) == "degraded" for n in changed)
+
+        racks.wait_for("every tray of the rack degraded", all_degraded, timeout=TIMEOUT)
+        status = racks.get_json("nodetopology", first)["status"]
+        assert status["system"]["nvlinkDomain"]["health"] == "Degraded"
+        assert "bandwidth degraded" in status["system"]["nvlinkDomain"]["reason"]
+        assert all(_labels(racks, n)[LABEL_HEALTH] == "healthy" for n in other_rack)
+    finally:
+        fabric_fault(racks.sandbox, first, "up", whole_domain=True)
+    racks.wait_for(
+        "the rack healed",
+        lambda: all(_labels(racks, n).get(LABEL_HEALTH) == "healthy" for n in changed),
+        timeout=TIMEOUT,
+    )
+
+
+def test_gfds_clique_label_is_never_overwritten(racks: SandboxHandle) -> None:
+    node = racks.nodes[-1]
+    gfd_value = "gfd-clique.7"
+    # Another field manager (GPU Feature Discovery, here kubectl) owns nvidia.com/gpu.clique.
+    racks.kubectl("label", "--overwrite", "node", node, f"{LABEL_GFD_CLIQUE}={gfd_value}")
+    fabric_fault(racks.sandbox, node, "degraded")  # a label change makes the probe apply its labels again
+    try:
+
+        def deferred() -> Any:
+            labels = _labels(racks, node)
+            return labels.get(LABEL_HEALTH) == "degraded" and labels.get(LABEL_NVLINK_CLIQUE) == gfd_value
+
+        racks.wait_for("the probe to read GFD's clique", deferred, timeout=TIMEOUT)
+        assert _labels(racks, node)[LABEL_GFD_CLIQUE] == gfd_value
+    finally:
+        fabric_fault(racks.sandbox, node, "up")
