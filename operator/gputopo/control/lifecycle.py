@@ -16,18 +16,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from gputopo.api.conditions import Condition, set_condition
-from gputopo.api.trainingjob import JobPhase, Placement, TrainingJobSpec, TrainingJobStatus
+from gputopo.api.trainingjob import JobPhase, Placement, TrainingJobSpec, TrainingJobStatus, WorkerPlacement
 from gputopo.control.actions import JobActions, PodDeletion
 from gputopo.control.bandwidth import estimate_workers
 from gputopo.control.facts import JobFacts, PodFacts
 from gputopo.control.failure import Action, backoff_delay, decide, faults_under
+from gputopo.control.ledger import PlannedGang
 from gputopo.control.pods import pod_manifest, pod_name, service_manifest
 from gputopo.control.validation import problems
 from gputopo.control.view import ClusterView
+from gputopo.placement import types as engine
 from gputopo.placement.types import TierConfig
 from gputopo.topology.views import nearest_nics
 
-__all__ = ["Config", "JobStep", "Restart", "step"]
+__all__ = ["Config", "JobStep", "Restart", "settle", "step"]
 
 _API_TIME_RESOLUTION = timedelta(seconds=1)  # metav1.Time is serialised in whole seconds
 
@@ -64,11 +66,12 @@ class JobStep:
 class _Step:
     """Working state of one step: the job, the status being built, the actions being collected."""
 
-    def __init__(self, job: JobFacts, now: datetime) -> None:
+    def __init__(self, job: JobFacts, now: datetime, out: JobStep | None = None) -> None:
         self.job = job
         self.now = now
-        self.status = job.status.model_copy(deep=True)
-        self.out = JobStep(JobActions(job.key, job.uid), self.status)
+        # A step the queue settles goes on from the JobStep the pass produced for the job.
+        self.out = out if out is not None else JobStep(JobActions(job.key, job.uid), job.status.model_copy(deep=True))
+        self.status = self.out.status
         self.ours: list[PodFacts] = []
 
     def condition(self, type_: str, status: bool, reason: str, message: str = "") -> bool:
@@ -214,9 +217,7 @@ def _placed_step(
     if missing and status.phase is JobPhase.RUNNING:
         return _restart(s, spec, "WorkerLost", f"{pod_name(job.name, missing[0].rank)} disappeared", view, current)
     if missing:
-        out.actions.service = service_manifest(job.name, job.namespace, job.uid, spec)
-        for worker in missing:
-            out.actions.pods.append(pod_manifest(job.name, job.namespace, job.uid, spec, placement, worker))
+        _create_gang(s, spec, placement, missing)
         out.actions.ungate_once_created = [
             pod_name(job.name, w.rank) for w in placement.workers if w.rank not in current or current[w.rank].gated
         ]
@@ -347,19 +348,11 @@ def _with_faults(s: _Step, spec: TrainingJobSpec, placement: Placement, view: Cl
         s.delete(pods, spec.failure_policy.grace_period_seconds)
         s.finish(JobPhase.FAILED, verdict.reason, verdict.message)
         return _done(s)
-    # Reschedule: record the restart before touching the pods, so it is counted exactly once.
-    s.delete(pods, verdict.grace_seconds)
-    status.restarts += 1
-    status.last_restart_time = now
-    status.phase = JobPhase.RESCHEDULING
-    s.clear_placement()
     if s.is_true("Degraded"):
         s.condition("Degraded", False, "Rescheduled", "the gang is being re-placed")
-    s.condition("Placed", False, "Rescheduling", f"re-placing after {verdict.reason}: {verdict.message}")
-    out.actions.event("Warning", verdict.reason, f"re-placing the gang (restart {status.restarts}): {verdict.message}")
-    out.restart = Restart(verdict.reason)
-    out.old_pods_left = True
-    return _unplaced(s, spec)
+    return _reschedule(
+        s, spec, pods, verdict.grace_seconds, verdict.reason, f"re-placing after {verdict.reason}", verdict.message
+    )
 
 
 def _restart(
@@ -370,23 +363,85 @@ def _restart(
     view: ClusterView,
     current: dict[int, PodFacts],
 ) -> JobStep:
-    status, out = s.status, s.out
+    status = s.status
     gang = list(current.values())
     policy = spec.failure_policy
     if status.restarts >= policy.max_restarts:
         s.delete(gang, policy.grace_period_seconds)
         s.finish(JobPhase.FAILED, reason, f"{message}; maxRestarts {policy.max_restarts} reached")
         return _done(s)
-    s.delete(gang, _grace_for(gang, view, spec))
+    return _reschedule(s, spec, gang, _grace_for(gang, view, spec), reason, reason, message, verb="restarting")
+
+
+def _reschedule(
+    s: _Step,
+    spec: TrainingJobSpec,
+    pods: Sequence[PodFacts],
+    grace: int,
+    reason: str,
+    why: str,
+    message: str,
+    verb: str = "re-placing",
+) -> JobStep:
+    """Take the gang down and queue the job again; the restart is recorded before the pods are touched,
+    so it is counted exactly once."""
+    status, out = s.status, s.out
+    s.delete(pods, grace)
     status.restarts += 1
     status.last_restart_time = s.now
     status.phase = JobPhase.RESCHEDULING
     s.clear_placement()
-    s.condition("Placed", False, "Rescheduling", f"{reason}: {message}")
-    out.actions.event("Warning", reason, f"restarting the gang (restart {status.restarts}): {message}")
+    s.condition("Placed", False, "Rescheduling", f"{why}: {message}")
+    out.actions.event("Warning", reason, f"{verb} the gang (restart {status.restarts}): {message}")
     out.restart = Restart(reason)
     out.old_pods_left = True
     return _unplaced(s, spec)
+
+
+def _create_gang(s: _Step, spec: TrainingJobSpec, placement: Placement, workers: Sequence[WorkerPlacement]) -> None:
+    """The gang's headless Service and the pods of these workers (gated, pinned to their nodes)."""
+    job = s.job
+    s.out.actions.service = service_manifest(job.name, job.namespace, job.uid, spec)
+    for worker in workers:
+        s.out.actions.pods.append(pod_manifest(job.name, job.namespace, job.uid, spec, placement, worker))
+
+
+def settle(
+    job: JobFacts, out: JobStep, result: engine.Placement | engine.Unplaceable, now: datetime
+) -> PlannedGang | None:
+    """The queue's answer for a job that wanted placement, applied to its step.
+
+    Unplaceable: ``Placed=False`` with the reason (an event when the message changes). Placed: the new
+    generation in the status, ``Placed=True`` and an event, and the gang's Service and pods unless the old
+    gang is still terminating (they are created once it is gone); the plan to hold is returned.
+    """
+    s = _Step(job, now, out)
+    status = s.status
+    if not isinstance(result, engine.Placement):
+        message = str(result)
+        reason = "Unplaceable" if not status.restarts else "WaitingForCapacity"
+        before = next((c.message for c in status.conditions if c.type == "Placed"), None)
+        s.condition("Placed", False, reason, message)
+        if before != message[:1024]:
+            out.actions.event("Normal", reason, message)
+        return None
+    spec = job.spec
+    assert spec is not None  # only a job with a spec is queued
+    generation = (status.placement.generation if status.placement else 0) + 1
+    placement = status.placement = result.to_api(generation=generation)
+    status.phase = JobPhase.RESCHEDULING if out.old_pods_left else JobPhase.PLACING
+    status.start_time = status.start_time or now
+    nodes = sorted({w.node for w in placement.workers})
+    message = (
+        f"{len(placement.workers)} workers on {', '.join(nodes[:8])}{' …' if len(nodes) > 8 else ''}: "
+        f"estimated bus bandwidth {placement.estimated_bus_bandwidth_g_bps:.1f} GB/s, "
+        f"bottleneck {placement.bottleneck}"
+    )
+    s.condition("Placed", True, "Placed", message)
+    out.actions.event("Normal", "Placed", f"generation {placement.generation}: {message}")
+    if not out.old_pods_left:
+        _create_gang(s, spec, placement, placement.workers)
+    return PlannedGang(job.key, placement.generation, tuple((w.node, tuple(w.gpus)) for w in placement.workers), now)
 
 
 def _done(s: _Step) -> JobStep:

@@ -10,13 +10,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from gputopo.api.conditions import Condition, set_condition
-from gputopo.api.trainingjob import JobPhase, TrainingJobSpec, TrainingJobStatus
+from gputopo.api.trainingjob import TrainingJobStatus
 from gputopo.control.actions import JobActions
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.ledger import PlannedGang
-from gputopo.control.lifecycle import TERMINAL, Config, JobStep, step
-from gputopo.control.pods import pod_manifest, service_manifest
+from gputopo.control.lifecycle import TERMINAL, Config, JobStep, settle, step
 from gputopo.control.quarantine import Quarantine
 from gputopo.control.queue import Outcome, QueuedJob, drain
 from gputopo.control.view import ClusterView, build_snapshot
@@ -56,14 +54,6 @@ def _visible_generation(job: JobFacts, pods: Sequence[PodFacts]) -> int | None:
         return None
     ranks = {p.rank for p in pods if p.generation == placement.generation and p.owner_uid == job.uid}
     return placement.generation if all(w.rank in ranks for w in placement.workers) else None
-
-
-def _placed_status(step_: JobStep, placement: Placement, now: datetime) -> None:
-    status = step_.status
-    generation = (status.placement.generation if status.placement else 0) + 1
-    status.placement = placement.to_api(generation=generation)
-    status.phase = JobPhase.RESCHEDULING if step_.old_pods_left else JobPhase.PLACING
-    status.start_time = status.start_time or now
 
 
 def run_pass(
@@ -118,7 +108,11 @@ def run_pass(
         out.outcomes = outcomes
         for outcome in outcomes:
             key = outcome.queued.key
-            _apply_outcome(jobs[key], steps[key], outcome, now, out)
+            if not isinstance(outcome.result, Placement):
+                out.queue_length += 1
+            plan = settle(jobs[key], steps[key], outcome.result, now)
+            if plan is not None:
+                out.reservations.append(plan)
 
     for key, result in steps.items():
         phase = str(result.status.phase)
@@ -128,53 +122,3 @@ def run_pass(
         if result.actions:
             out.actions.append(result.actions)
     return out
-
-
-def _apply_outcome(job: JobFacts, step_: JobStep, outcome: Outcome, now: datetime, out: Pass) -> None:
-    spec: TrainingJobSpec | None = job.spec
-    assert spec is not None
-    result = outcome.result
-    actions = step_.actions
-    status = step_.status
-    if not isinstance(result, Placement):
-        out.queue_length += 1
-        message = str(result)
-        reason = "Unplaceable" if not status.restarts else "WaitingForCapacity"
-        old = next((c for c in status.conditions if c.type == "Placed"), None)
-        status.conditions = set_condition(
-            status.conditions,
-            Condition(
-                type="Placed",
-                status="False",
-                reason=reason,
-                message=message[:1024],
-                observed_generation=job.generation,
-            ),
-            now,
-        )
-        if old is None or old.message != message[:1024]:
-            actions.event("Normal", reason, message)
-        return
-    _placed_status(step_, result, now)
-    placement = status.placement
-    assert placement is not None
-    nodes = sorted({w.node for w in placement.workers})
-    message = (
-        f"{len(placement.workers)} workers on {', '.join(nodes[:8])}{' …' if len(nodes) > 8 else ''}: "
-        f"estimated bus bandwidth {placement.estimated_bus_bandwidth_g_bps:.1f} GB/s, "
-        f"bottleneck {placement.bottleneck}"
-    )
-    status.conditions = set_condition(
-        status.conditions,
-        Condition(type="Placed", status="True", reason="Placed", message=message, observed_generation=job.generation),
-        now,
-    )
-    actions.event("Normal", "Placed", f"generation {placement.generation}: {message}")
-    out.reservations.append(
-        PlannedGang(job.key, placement.generation, tuple((w.node, tuple(w.gpus)) for w in placement.workers), now)
-    )
-    if not step_.old_pods_left:
-        actions.service = service_manifest(job.name, job.namespace, job.uid, spec)
-        actions.pods = [
-            pod_manifest(job.name, job.namespace, job.uid, spec, placement, worker) for worker in placement.workers
-        ]
