@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from itertools import combinations
 from typing import Any, Final, Literal
 
-from gputopo.api.group import ANNOTATION_GPUS, GPU_RESOURCE
+from gputopo.api.gpus import GpuCountError, pod_gpus
+from gputopo.api.group import ANNOTATION_GPUS
 from gputopo.api.nodetopology import LinkKind, PodGpus
 from gputopo.topology.model import Topology
 
@@ -46,15 +47,12 @@ def best_effort(topology: Topology, free: list[int], size: int) -> list[int] | N
 
 
 def gpu_request(pod: Mapping[str, Any]) -> int:
-    total = 0
-    for container in pod.get("spec", {}).get("containers", []) or []:
-        resources = container.get("resources", {}) or {}
-        value = (resources.get("limits") or {}).get(GPU_RESOURCE) or (resources.get("requests") or {}).get(GPU_RESOURCE)
-        try:
-            total += int(str(value)) if value is not None else 0
-        except ValueError:
-            continue
-    return total
+    """The pod's GPU count as the operator reads it; a count that is not whole reads as none."""
+    spec = pod.get("spec")
+    try:
+        return pod_gpus(spec if isinstance(spec, Mapping) else {}) or 0
+    except GpuCountError:
+        return 0
 
 
 def _planned(pod: Mapping[str, Any]) -> list[int] | None:

@@ -14,11 +14,11 @@ from typing import Any, NewType
 
 from pydantic import ValidationError
 
+from gputopo.api.gpus import GpuCountError, pod_gpus
 from gputopo.api.group import (
     ANNOTATION_GPUS,
     ANNOTATION_PLACEMENT_GENERATION,
     GANG_GATE,
-    GPU_RESOURCE,
     LABEL_JOB,
     LABEL_RANK,
 )
@@ -76,12 +76,6 @@ def _int(value: Any, default: int | None = None) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         return default
-
-
-def _quantity(value: Any) -> int:
-    """An integer resource quantity (GPUs are whole); anything else counts as 0."""
-    parsed = _int(value, 0)
-    return parsed if parsed and parsed > 0 else 0
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -158,12 +152,11 @@ class PodFacts:
 
 
 def _requested_gpus(spec: Mapping[str, Any]) -> int:
-    total = 0
-    for container in _list(spec.get("containers")):
-        resources = _dict(_dict(container).get("resources"))
-        limits, requests = _dict(resources.get("limits")), _dict(resources.get("requests"))
-        total += _quantity(limits.get(GPU_RESOURCE, requests.get(GPU_RESOURCE)))
-    return total
+    """The pod's GPU count; a count that is not whole reads as none (the API server would refuse it)."""
+    try:
+        return pod_gpus(spec) or 0
+    except GpuCountError:
+        return 0
 
 
 def pod_facts(body: Mapping[str, Any]) -> PodFacts:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from gputopo.api.gpus import names_gpus
 from gputopo.api.group import (
     ANNOTATION_GPUS,
     ANNOTATION_PLACEMENT_GENERATION,
@@ -95,8 +96,7 @@ def _with_node_affinity(pod_spec: dict[str, Any], node: str) -> None:
 
 def _gpu_container(containers: list[dict[str, Any]]) -> dict[str, Any]:
     for container in containers:
-        resources = container.get("resources") or {}
-        if GPU_RESOURCE in (resources.get("limits") or {}) or GPU_RESOURCE in (resources.get("requests") or {}):
+        if names_gpus(container):
             return container
     return containers[0]
 

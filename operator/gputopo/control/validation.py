@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gputopo.api.gpus import GpuCountError, pod_gpus
 from gputopo.api.group import GPU_RESOURCE
 from gputopo.api.trainingjob import TrainingJobSpec
 from gputopo.control.facts import JobFacts
@@ -21,19 +22,12 @@ _MAX_LABEL = 63
 
 
 def _gpus_in_template(spec: TrainingJobSpec) -> int | None:
-    total, seen = 0, False
-    for container in (spec.template.get("spec") or {}).get("containers") or []:
-        resources: dict[str, Any] = (container.get("resources") or {}) if isinstance(container, dict) else {}
-        for part in ("limits", "requests"):
-            value = (resources.get(part) or {}).get(GPU_RESOURCE)
-            if value is not None:
-                seen = True
-                try:
-                    total += int(value)
-                except (TypeError, ValueError):
-                    return -1
-                break
-    return total if seen else None
+    """The template's GPU count, -1 for a count that is not whole, None when no container names GPUs."""
+    pod = spec.template.get("spec")
+    try:
+        return pod_gpus(pod if isinstance(pod, dict) else {})
+    except GpuCountError:
+        return -1
 
 
 def problems(job: JobFacts, tiers: TierConfig) -> list[str]:

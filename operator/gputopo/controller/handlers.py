@@ -15,7 +15,8 @@ from typing import Any
 
 import kopf
 
-from gputopo.api.group import GPU_RESOURCE, GROUP, LABEL_JOB, VERSION
+from gputopo.api.gpus import names_gpus
+from gputopo.api.group import GROUP, LABEL_JOB, VERSION
 from gputopo.control.facts import (
     JobFacts,
     JobKey,
@@ -168,8 +169,5 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
 
 
 def _requests_gpus(spec: Mapping[str, Any]) -> bool:
-    for container in spec.get("containers") or []:
-        resources = container.get("resources") or {} if isinstance(container, dict) else {}
-        if GPU_RESOURCE in (resources.get("limits") or {}) or GPU_RESOURCE in (resources.get("requests") or {}):
-            return True
-    return False
+    containers = spec.get("containers")
+    return isinstance(containers, list) and any(names_gpus(c) for c in containers)
