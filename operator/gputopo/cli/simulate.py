@@ -13,7 +13,7 @@ from rich.progress import Progress, TaskID
 
 from gputopo.cli.plan import load_cluster
 from gputopo.placement.cluster_file import snapshot_to_data, trace_from_data, trace_to_data
-from gputopo.placement.generate import generate_cluster, generate_trace
+from gputopo.placement.generate import generate_cluster, generate_nvl72_cluster, generate_trace
 from gputopo.placement.policies import POLICIES
 from gputopo.placement.simulation import simulate
 
@@ -54,15 +54,28 @@ def run(
         0, "--generate-trace", help="Write a generated trace of N jobs to --trace and exit."
     ),
     used_share: float = typer.Option(0.3, "--used-share", help="Share of GPUs already used in a generated cluster."),
+    cluster_profile: str = typer.Option(
+        "mixed",
+        "--cluster-profile",
+        help="Generated cluster: mixed (8-GPU node types) or nvl72 (GB200 NVL72 racks of 18 trays; N rounded up "
+        "to whole racks; the trace then has 4-GPU workers and some jobs with NVLink slices).",
+    ),
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """Replay job arrivals and departures against a cluster per policy."""
+    if cluster_profile not in ("mixed", "nvl72"):
+        raise typer.BadParameter(f"--cluster-profile must be mixed or nvl72, not {cluster_profile!r}")
+    nvl72 = cluster_profile == "nvl72"
     if generate_cluster_nodes or generate_trace_jobs:
         if generate_cluster_nodes and cluster:
-            snap = generate_cluster(random.Random(seed), generate_cluster_nodes, used_share=used_share)
+            if nvl72:
+                snap = generate_nvl72_cluster(-(-generate_cluster_nodes // 18))
+            else:
+                snap = generate_cluster(random.Random(seed), generate_cluster_nodes, used_share=used_share)
             cluster.write_text(yaml.safe_dump(snapshot_to_data(snap), sort_keys=False))
         if generate_trace_jobs and trace:
-            jobs = generate_trace(random.Random(seed + 1), generate_trace_jobs)
+            shape = {"gpus_per_node": 4, "slice_share": 0.3} if nvl72 else {}
+            jobs = generate_trace(random.Random(seed + 1), generate_trace_jobs, **shape)  # type: ignore[arg-type]
             trace.write_text(yaml.safe_dump(trace_to_data(jobs), sort_keys=False))
         return
     if cluster is None or trace is None:

@@ -112,7 +112,7 @@ def snapshot_to_data(snapshot: Snapshot) -> dict[str, Any]:
 def trace_from_data(data: Mapping[str, Any]) -> list[TraceJob]:
     return [
         TraceJob(str(j["name"]), float(j["arrival"]), float(j["duration"]), int(j.get("workers", 1)),
-                 int(j["gpusPerWorker"]))
+                 int(j["gpusPerWorker"]), int(j["sliceSize"]) if j.get("sliceSize") else None)
         for j in data.get("jobs") or ()
     ]  # fmt: skip
 
@@ -121,7 +121,7 @@ def trace_to_data(trace: list[TraceJob]) -> dict[str, Any]:
     return {
         "jobs": [
             {"name": j.name, "arrival": j.arrival, "duration": j.duration, "workers": j.workers,
-             "gpusPerWorker": j.gpus_per_worker}
+             "gpusPerWorker": j.gpus_per_worker, **({"sliceSize": j.slice_size} if j.slice_size else {})}
             for j in trace
         ]
     }  # fmt: skip

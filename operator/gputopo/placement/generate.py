@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gputopo.api.labels import LABEL_NVLINK_CLIQUE
 from gputopo.placement.types import DEFAULT_TIERS, NodeInfo, Snapshot, TierConfig
-from gputopo.topology.catalog import load_node_type
+from gputopo.topology.catalog import GB200_TRAY, load_node_type
+from gputopo.topology.fabric import with_fabric
 
-__all__ = ["DEFAULT_MIX", "TraceJob", "generate_cluster", "generate_trace", "job_shape"]
+__all__ = [
+    "DEFAULT_MIX",
+    "TraceJob",
+    "generate_cluster",
+    "generate_nvl72_cluster",
+    "generate_trace",
+    "job_shape",
+]
 
 DEFAULT_MIX: Mapping[str, float] = {
     "hgx-h100": 0.35,
@@ -55,6 +65,34 @@ def generate_cluster(
     return Snapshot(infos, tiers)
 
 
+def generate_nvl72_cluster(
+    racks: int,
+    *,
+    trays_per_rack: int = 18,
+    racks_per_leaf: int = 2,
+    leaves_per_spine: int = 4,
+    tiers: TierConfig = DEFAULT_TIERS,
+) -> Snapshot:
+    """GB200 NVL72 racks: ``trays_per_rack`` trays per rack, each rack one multi-node NVLink domain (its
+    trays' GPUs report the rack's clique, and so does their ``gputopo.io/nvlink.clique`` label), racks under
+    leaf switches, leaves under spines. Every GPU free."""
+    tray = load_node_type(GB200_TRAY)
+    infos: list[NodeInfo] = []
+    for r in range(racks):
+        cluster_uuid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"gputopo-nvl72/rack-{r:03d}"))
+        topology = with_fabric(tray, cluster_uuid, 1)
+        leaf = r // racks_per_leaf
+        for t in range(trays_per_rack):
+            labels = {
+                tiers.levels[0].label: f"leaf-{leaf}",
+                tiers.levels[-1].label: f"spine-{leaf // leaves_per_spine}",
+                "node.kubernetes.io/instance-type": GB200_TRAY,
+                LABEL_NVLINK_CLIQUE: f"{cluster_uuid}.1",
+            }
+            infos.append(NodeInfo(f"rack-{r:03d}-tray-{t:02d}", topology, labels))
+    return Snapshot(infos, tiers)
+
+
 @dataclass(frozen=True, slots=True)
 class TraceJob:
     name: str
@@ -62,15 +100,17 @@ class TraceJob:
     duration: float
     workers: int
     gpus_per_worker: int
+    slice_size: int | None = None  # ranks that must share an NVLink domain (spec.topology.sliceSize)
 
     @property
     def gpus(self) -> int:
         return self.workers * self.gpus_per_worker
 
 
-def job_shape(gpus: int) -> tuple[int, int]:
-    """(workers, gpus per worker): up to a node in one worker, whole 8-GPU nodes beyond."""
-    return (1, gpus) if gpus <= 8 else ((gpus + 7) // 8, 8)
+def job_shape(gpus: int, gpus_per_node: int = 8) -> tuple[int, int]:
+    """(workers, gpus per worker): up to a node in one worker, whole nodes beyond."""
+    n = gpus_per_node
+    return (1, gpus) if gpus <= n else ((gpus + n - 1) // n, n)
 
 
 _SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -84,15 +124,25 @@ def generate_trace(
     mean_interarrival: float = 60.0,
     mean_duration: float = 3600.0,
     max_gpus: int = 256,
+    gpus_per_node: int = 8,
+    slice_share: float = 0.0,
+    slice_gpus: int = 32,
 ) -> list[TraceJob]:
-    """Poisson arrivals, log-normal durations, sizes 1-256 GPUs weighted towards small jobs."""
+    """Poisson arrivals, log-normal durations, sizes 1-256 GPUs weighted towards small jobs. ``slice_share``
+    of the jobs larger than ``slice_gpus`` ask that each ``slice_gpus`` GPUs (a tensor-parallel group) share
+    an NVLink domain."""
     sizes = [s for s in _SIZES if s <= max_gpus]
     weights = _SIZE_WEIGHTS[: len(sizes)]
     t = 0.0
     out = []
     for j in range(jobs):
         t += rng.expovariate(1 / mean_interarrival)
-        workers, k = job_shape(rng.choices(sizes, weights)[0])
+        gpus = rng.choices(sizes, weights)[0]
+        workers, k = job_shape(gpus, gpus_per_node)
         duration = rng.lognormvariate(0, 0.8) * mean_duration
-        out.append(TraceJob(f"job-{j:05d}", round(t, 3), round(duration, 3), workers, k))
+        slice_ranks = slice_gpus // k
+        sliced = gpus > slice_gpus and slice_ranks > 1 and workers % slice_ranks == 0 and rng.random() < slice_share
+        out.append(
+            TraceJob(f"job-{j:05d}", round(t, 3), round(duration, 3), workers, k, slice_ranks if sliced else None)
+        )
     return out

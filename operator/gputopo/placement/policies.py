@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from gputopo.placement.engine import place
-from gputopo.placement.peers import place_local_nvlink, place_tier_binpack, place_topology_blind
+from gputopo.placement.peers import (
+    place_kueue_tas,
+    place_local_nvlink,
+    place_slurm_block,
+    place_tier_binpack,
+    place_topology_blind,
+)
 from gputopo.placement.types import Policy
 
 __all__ = ["POLICIES"]
@@ -14,4 +20,6 @@ POLICIES: dict[str, Policy] = {
     "topology-blind": place_topology_blind,
     "tier-binpack": place_tier_binpack,
     "local-nvlink": place_local_nvlink,
+    "kueue-tas": place_kueue_tas,
+    "slurm-block": place_slurm_block,
 }

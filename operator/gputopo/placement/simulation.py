@@ -28,6 +28,7 @@ class JobOutcome:
     optimum_gbps: float | None
     nodes: int
     one_leaf: bool
+    nvlink_domains: int = 0  # distinct multi-node NVLink domains the job's nodes are in
 
 
 @dataclass(slots=True)
@@ -43,6 +44,7 @@ class PolicyReport:
         comm = [o for o in self.outcomes if o.gpus > 1]
         rated = [o for o in comm if o.optimum_gbps]
         multi = [o for o in comm if o.nodes > 1]
+        in_domains = [o for o in multi if o.nvlink_domains]
         busbw = [o.busbw_gbps for o in comm]
         ratio = sum(o.busbw_gbps for o in rated) / sum(o.optimum_gbps or 0 for o in rated) if rated else None
         return {
@@ -54,6 +56,9 @@ class PolicyReport:
             "ratio_to_optimal": ratio,
             "jobs_rated": len(rated),
             "share_multi_node_in_one_tier": sum(o.one_leaf for o in multi) / len(multi) if multi else None,
+            "share_multi_node_in_one_nvlink_domain": (
+                sum(o.nvlink_domains == 1 for o in in_domains) / len(in_domains) if in_domains else None
+            ),
             "gpu_utilisation": self.gpu_seconds_used / self.gpu_seconds_total if self.gpu_seconds_total else 0.0,
             "mean_wait_s": statistics.fmean(o.wait for o in self.outcomes) if self.outcomes else 0.0,
             "mean_fragmentation": statistics.fmean(self.fragmentation_samples) if self.fragmentation_samples else 0.0,
@@ -101,16 +106,19 @@ def simulate(
         waiting = []
         for j in queue:
             job = trace[j]
-            request = Request(job.workers, job.gpus_per_worker, name=job.name, same_model=False)
+            request = Request(
+                job.workers, job.gpus_per_worker, name=job.name, same_model=False, slice_size=job.slice_size
+            )
             result = policy(snapshot, request)
             if not isinstance(result, Placement):
                 waiting.append(j)
                 continue
             best = optimum(snapshot, request) if exact else None
             tier_ok = result.tier == 0 and len(set(result.nodes)) > 1
+            nvlink = {snapshot.nvlink_domains[snapshot.index_of(n)] for n in result.nodes} - {""}
             report.outcomes.append(
                 JobOutcome(job.name, job.gpus, now - job.arrival, result.busbw_gbps, best,
-                           len(set(result.nodes)), tier_ok)
+                           len(set(result.nodes)), tier_ok, len(nvlink))
             )  # fmt: skip
             report.fragmentation_samples.append(fragmentation(snapshot))
             snapshot = snapshot.reserve(result)
