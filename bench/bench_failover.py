@@ -21,9 +21,9 @@ from typing import Any
 from kubernetes import client as k8s
 
 from gputopo.controller.client import load_configuration
-from gputopo.controller.testing import Jobs, OperatorProcess, training_job
 from gputopo.sandbox import Sandbox
 from gputopo.sandbox.faults import link_fault
+from gputopo.sandbox.harness import Jobs, OperatorProcess, training_job
 
 REPORTS = Path(__file__).parent / "reports"
 NS = "bench-failover"

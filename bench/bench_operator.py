@@ -46,9 +46,9 @@ from kubernetes import watch as k8s_watch
 from gputopo.api.group import GPU_RESOURCE, LABEL_JOB
 from gputopo.api.nodetopology import NodeTopologyStatus
 from gputopo.controller.client import load_configuration
-from gputopo.controller.testing import training_job
 from gputopo.placement.types import DEFAULT_TIERS
 from gputopo.sandbox import Sandbox
+from gputopo.sandbox.harness import training_job
 from gputopo.sandbox.processes import rss_mib
 from gputopo.topology import Topology, estimate_gang, from_status
 

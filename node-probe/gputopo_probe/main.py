@@ -1,4 +1,8 @@
-"""The ``gputopo-probe`` command: one node's probe loop, ``--once --print``, or a farm of fake probes."""
+"""The ``gputopo-probe`` command: one node's probe loop, ``--once --print``, or a farm of fake probes.
+
+The fakes (``gputopo_probe.fake``, ``farm``) are loaded only in fake mode: on a GPU node the probe imports
+NVML, sysfs and the publisher, nothing it would not run.
+"""
 
 from __future__ import annotations
 
@@ -10,18 +14,19 @@ import socket
 import sys
 from collections.abc import Sequence
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import pynvml
 
 from gputopo.topology.model import Topology
 from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.errors import ProbeError
-from gputopo_probe.fake.faults import FaultStore
-from gputopo_probe.fake.node import FakeNode
 from gputopo_probe.nvml import Nvml, translate
 from gputopo_probe.probe import Probe, to_yaml
 from gputopo_probe.runner import DEFAULT_CONFIRM_S
-from gputopo_probe.source import load_fake_topology
+
+if TYPE_CHECKING:
+    from gputopo_probe.fake.node import FakeNode
 
 __all__ = ["build_parser", "main"]
 
@@ -77,6 +82,9 @@ def _real_nvml() -> Nvml:
 
 
 def _fake(node: str, topology: Topology, fault_dir: str | None) -> FakeNode:
+    from gputopo_probe.fake.faults import FaultStore
+    from gputopo_probe.fake.node import FakeNode
+
     return FakeNode(node, topology, faults=FaultStore(fault_dir) if fault_dir else None)
 
 
@@ -84,6 +92,8 @@ def run_single(args: argparse.Namespace) -> int:
     node = args.node_name or socket.gethostname()
     fake: FakeNode | None = None
     if args.fake:
+        from gputopo_probe.source import load_fake_topology
+
         fake = _fake(node, load_fake_topology(args.fake, args.gpu_model), args.fault_dir)
         nvml, sysfs = Nvml(fake.nvml), Sysfs(fake.sysfs_root)
     else:

@@ -5,17 +5,19 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from typing import TYPE_CHECKING
 
 from gputopo_probe.discovery.sysfs import Sysfs
-from gputopo_probe.fake.allocation import FakeAllocator
-from gputopo_probe.fake.node import FakeNode
-from gputopo_probe.fake.podwatch import PodWatch
 from gputopo_probe.nvml import Nvml
 from gputopo_probe.probe import PodSource, Probe
 from gputopo_probe.publish.kube import Kube, load_api_client
 from gputopo_probe.publish.publisher import Publisher
 from gputopo_probe.publish.server import Metrics, ProbeServer, parse_listen
 from gputopo_probe.runner import Member, Runner
+
+if TYPE_CHECKING:
+    from gputopo_probe.fake.node import FakeNode
+    from gputopo_probe.fake.podwatch import PodWatch
 
 __all__ = ["serve", "serve_single"]
 
@@ -43,6 +45,9 @@ def serve_single(args: argparse.Namespace, node: str, nvml: Nvml, sysfs: Sysfs, 
     pods: PodSource | None = None
     watch: PodWatch | None = None
     if fake is not None:
+        from gputopo_probe.fake.allocation import FakeAllocator
+        from gputopo_probe.fake.podwatch import PodWatch
+
         allocator = FakeAllocator(fake.topology, args.fake_allocation)
         watch = PodWatch(kube, {node: allocator}, node=node).start()
         pods = allocator.pods

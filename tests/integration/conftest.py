@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gputopo.controller.testing import Jobs, OperatorProcess, namespace_jobs
 from gputopo.sandbox import Sandbox, SandboxError
 from gputopo.sandbox.binaries import find_binaries
+from gputopo.sandbox.harness import Jobs, OperatorProcess, namespace_jobs
 from gputopo.sandbox.testing import SandboxHandle
 
 NAME = os.environ.get("GPUTOPO_TEST_SANDBOX", "gputopo-test")

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from gputopo.controller.testing import Jobs, OperatorProcess, namespaced_operator, training_job
 from gputopo.sandbox.faults import link_fault, nic_fault, node_fault
+from gputopo.sandbox.harness import Jobs, OperatorProcess, namespaced_operator, training_job
 from gputopo.sandbox.testing import SandboxHandle
 
 NS = "failover-test"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gputopo.controller.testing import Jobs, OperatorProcess, namespaced_operator, training_job
+from gputopo.sandbox.harness import Jobs, OperatorProcess, namespaced_operator, training_job
 from gputopo.sandbox.testing import SandboxHandle
 
 NS = "operator-test"

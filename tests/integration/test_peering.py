@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gputopo.controller.testing import Jobs, OperatorProcess, namespace_jobs, training_job, wait_for
+from gputopo.sandbox.harness import Jobs, OperatorProcess, namespace_jobs, training_job, wait_for
 from gputopo.sandbox.testing import SandboxHandle
 
 NS = "peering-test"

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gputopo.controller.testing import WaitTimeoutError, wait_for
 from gputopo.sandbox.cluster import Sandbox
+from gputopo.sandbox.harness import WaitTimeoutError, wait_for
 
 __all__ = ["SandboxHandle", "WaitTimeoutError", "wait_for"]
 
