@@ -7,6 +7,7 @@ Every ``--json`` output is one JSON document on stdout; errors go to stderr with
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sys
@@ -16,7 +17,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 import yaml
 
-from gputopo.api.group import API_VERSION, GROUP, VERSION
+from gputopo.api.group import API_VERSION
 from gputopo.api.nodetopology import LinkState, NodeTopology, ProbeInfo
 from gputopo.topology import (
     NODE_TYPES,
@@ -89,24 +90,27 @@ def _load(source: str, gpu_model: str | None, fmt: str = "auto") -> Topology:
 
 
 def _read_cluster(name: str) -> NodeTopology:
-    """The NodeTopology named after a node, read from the cluster in $KUBECONFIG."""
-    from kubernetes import client, config
-    from kubernetes.client.exceptions import ApiException
-    from kubernetes.config.config_exception import ConfigException
+    """The NodeTopology named after a node, read from the cluster in $KUBECONFIG with the operator's client."""
+    from gputopo.controller.client import KubeClient, load_configuration
+    from gputopo.controller.errors import ApiError, KubeconfigError, NotFoundError
+
+    async def read() -> dict[str, Any]:
+        client = KubeClient(load_configuration(), concurrency=1)
+        try:
+            return await client.get_node_topology(name)
+        finally:
+            await client.close()
 
     try:
-        config.load_kube_config()  # type: ignore[no-untyped-call]
-    except (ConfigException, OSError) as error:
+        obj = asyncio.run(read())
+    except KubeconfigError as error:
         raise CliError(f"cannot load a kubeconfig (set $KUBECONFIG): {error}") from None
-    api = client.CustomObjectsApi()
-    try:
-        obj = api.get_cluster_custom_object(GROUP, VERSION, NodeTopology.plural, name)
-    except ApiException as error:
-        if error.status == 404:
-            raise CliError(f"no NodeTopology {name!r} in the cluster") from None
+    except NotFoundError:
+        raise CliError(f"no NodeTopology {name!r} in the cluster") from None
+    except ApiError as error:
+        if error.status == 0:
+            raise CliError(f"cannot reach the API server: {error}") from None
         raise CliError(f"reading NodeTopology {name!r}: {error.status} {error.reason}") from None
-    except Exception as error:  # urllib3 connection errors and the like: the API server is not reachable
-        raise CliError(f"cannot reach the API server: {error}") from None
     return NodeTopology.model_validate(obj)
 
 

@@ -24,8 +24,9 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from gputopo.api.group import FIELD_MANAGER_OPERATOR, GANG_GATE, GROUP, VERSION
+from gputopo.api.nodetopology import NodeTopology
 from gputopo.api.trainingjob import TrainingJobStatus
-from gputopo.controller.errors import AlreadyExistsError, ApiError, ConflictError, NotFoundError
+from gputopo.controller.errors import AlreadyExistsError, ApiError, ConflictError, KubeconfigError, NotFoundError
 
 __all__ = ["KubeClient", "load_configuration", "status_patch"]
 
@@ -36,12 +37,18 @@ _CLEARABLE = ("placement", "startTime", "completionTime", "lastRestartTime")
 
 
 def load_configuration(kubeconfig: str | None = None) -> k8s.Configuration:
-    """In-cluster credentials in a pod, else the kubeconfig (``$KUBECONFIG`` or ~/.kube/config)."""
+    """In-cluster credentials in a pod, else the kubeconfig (``$KUBECONFIG`` or ~/.kube/config).
+
+    Raises KubeconfigError when neither loads.
+    """
     configuration = k8s.Configuration()
     try:
         k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except k8s_config.ConfigException:
-        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
+        try:
+            k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except (k8s_config.ConfigException, OSError) as exc:
+            raise KubeconfigError(f"not in a pod, and no kubeconfig loads: {exc}") from exc
     return configuration
 
 
@@ -175,6 +182,11 @@ class KubeClient:
     async def get(self, what: str, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
         """A GET, e.g. one page of a list (``limit`` and ``continue`` in ``params``)."""
         return await self._request(what, "GET", path, params=params)
+
+    async def get_node_topology(self, name: str) -> dict[str, Any]:
+        """The NodeTopology named after a node; NotFoundError when there is none."""
+        path = "/apis" + _path(GROUP, VERSION, NodeTopology.plural, name)
+        return await self.get(f"get NodeTopology {name}", path)
 
     async def watch(self, what: str, path: str, params: dict[str, str], *, read_timeout: float) -> AsyncIterator[Any]:
         """The events of a watch, one parsed JSON line at a time (a line is dropped as soon as it is read).

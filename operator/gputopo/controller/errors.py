@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-__all__ = ["AlreadyExistsError", "ApiError", "ConflictError", "ControllerError", "NotFoundError"]
+__all__ = ["AlreadyExistsError", "ApiError", "ConflictError", "ControllerError", "KubeconfigError", "NotFoundError"]
 
 
 class ControllerError(Exception):
     """Anything the operator cannot do, in its own words."""
+
+
+class KubeconfigError(ControllerError):
+    """No credentials: not running in a pod, and no kubeconfig that loads."""
 
 
 class ApiError(ControllerError):
