@@ -53,6 +53,8 @@ class ApiError(ProbeError):
 
     @property
     def retryable(self) -> bool:
+        """Whether trying again soon may work: not reached, a conflict, throttled, a server error. A 403 or
+        422 needs someone to change RBAC or the object first."""
         return self.status == 0 or self.status == 409 or self.status == 429 or self.status >= 500
 
 

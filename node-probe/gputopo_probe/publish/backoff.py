@@ -17,9 +17,10 @@ class Backoff:
     def ready(self, now: float) -> bool:
         return now >= self.retry_at
 
-    def failed(self, now: float) -> float:
-        """Record a failure; returns the delay before the next try."""
-        delay = min(self.max_s, self.initial_s * (2.0**self.failures))
+    def failed(self, now: float, *, lasting: bool = False) -> float:
+        """Record a failure; returns the delay before the next try. A ``lasting`` failure (one that retrying
+        soon will not fix: forbidden, invalid) waits the longest delay at once."""
+        delay = self.max_s if lasting else min(self.max_s, self.initial_s * (2.0**self.failures))
         self.failures += 1
         self.retry_at = now + delay
         return delay

@@ -130,8 +130,14 @@ class Publisher:
                 self._events.pop(0)
         except ApiError as error:
             self.errors += 1
-            delay = self.backoff.failed(now)
-            log.warning("node %s: %s; retrying in %.1fs", self.node, error, delay)
+            delay = self.backoff.failed(now, lasting=not error.retryable)
+            log.log(
+                logging.WARNING if error.retryable else logging.ERROR,
+                "node %s: %s; retrying in %.1fs",
+                self.node,
+                error,
+                delay,
+            )
             return False
         except Exception:  # odd data must not crash the probe
             self.errors += 1

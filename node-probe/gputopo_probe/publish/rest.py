@@ -3,6 +3,9 @@
 The probe makes five kinds of call. The generated ``kubernetes`` client would cost a probe about 30 MiB
 of resident memory just to construct (the budget is 60 MB for the whole probe), so the probe speaks HTTP
 itself over urllib3. Errors come out as ``ApiError`` with the HTTP status (0: the server was not reached).
+Credentials are the in-cluster service account, or a kubeconfig with a token, token file or client
+certificate; a kubeconfig user with an exec plugin or auth provider is refused at start with a message
+saying so (the probe runs no credential plugins).
 """
 
 from __future__ import annotations
@@ -62,6 +65,14 @@ def _from_kubeconfig(path: Path) -> Credentials:
     )
     if not cluster.get("server"):
         raise ApiError(f"kubeconfig {path}", 0, "no server for the current context")
+    if user.get("exec") or user.get("auth-provider"):
+        raise ApiError(
+            f"kubeconfig {path}",
+            0,
+            f"user {context.get('user')!r} gets its credentials from an exec plugin or auth provider, which the "
+            "probe does not run (exec credentials are not supported); give it a token, tokenFile or client "
+            "certificate, or run the probe in the cluster with its service account",
+        )
 
     def resolve(value: str | None) -> str | None:
         return str((path.parent / value).resolve()) if value and not os.path.isabs(value) else value
@@ -81,8 +92,6 @@ def _from_kubeconfig(path: Path) -> Credentials:
     creds.token = user.get("token")
     if user.get("tokenFile"):
         creds.token = Path(resolve(user["tokenFile"]) or "").read_text().strip()
-    if user.get("exec") or user.get("auth-provider"):
-        raise ApiError(f"kubeconfig {path}", 0, "exec and auth-provider credentials are not supported by the probe")
     return creds
 
 

@@ -124,6 +124,22 @@ def test_api_errors_back_off_and_lose_nothing(fake_probe: ProbeFactory) -> None:
     assert publisher.errors == 2 and publisher.backoff.failures == 0
 
 
+@pytest.mark.parametrize(
+    ("status", "delay"),
+    [(503, 1.0), (0, 1.0), (429, 1.0), (409, 1.0), (403, 30.0), (422, 30.0)],
+    ids=["server-error", "not-reached", "throttled", "conflict", "forbidden", "invalid"],
+)
+def test_errors_retrying_cannot_fix_wait_the_longest_delay(fake_probe: ProbeFactory, status: int, delay: float) -> None:
+    probe, _, kube, clock, publisher = _setup(fake_probe)
+    kube.fail = [ApiError("apply", status)]
+    assert not publisher.publish(probe.poll())
+    assert publisher.backoff.retry_at == clock.now + delay
+    clock.now += delay - 0.1
+    assert not publisher.publish(probe.poll()), "inside the backoff: no call"
+    clock.now += 0.1
+    assert publisher.publish(probe.poll())
+
+
 def test_odd_data_does_not_crash(fake_probe: ProbeFactory) -> None:
     probe, _, kube, _, publisher = _setup(fake_probe)
 
