@@ -3,6 +3,9 @@
     python -m gputopo.api.crdgen --out crds          # write
     python -m gputopo.api.crdgen --out crds --check  # exit 1 when the committed YAML has drifted
 
+It also writes the JSON Schemas of the cluster and trace files (``gputopo.api.clusterfile``) for editors,
+to ``--schemas`` (default ``schemas/``).
+
 Pydantic's JSON schema is turned into a structural OpenAPI v3 schema: references inlined, ``Optional``
 unwrapped, titles dropped, nested objects defaulted to ``{}`` so their own defaults apply, and the
 ``x-kubernetes-validations`` (CEL) rules of the models kept.
@@ -11,6 +14,7 @@ unwrapped, titles dropped, nested objects defaulted to ``{}`` so their own defau
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +22,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from gputopo.api.clusterfile import file_schemas
 from gputopo.api.group import GROUP, VERSION
 from gputopo.api.nodetopology import NodeTopologyStatus
 from gputopo.api.trainingjob import TrainingJobSpec, TrainingJobStatus
@@ -226,12 +231,14 @@ def render(crd: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("crds"))
+    parser.add_argument("--schemas", type=Path, default=Path("schemas"), help="where the file schemas go")
     parser.add_argument("--check", action="store_true", help="fail when the files differ from the models")
     args = parser.parse_args(argv)
     drifted = []
-    for name, crd in crds().items():
-        path = args.out / name
-        text = render(crd)
+    outputs = {args.out / name: render(crd) for name, crd in crds().items()}
+    for name, schema in file_schemas().items():
+        outputs[args.schemas / name] = json.dumps(schema, indent=2) + "\n"
+    for path, text in outputs.items():
         if args.check:
             if not path.exists() or path.read_text() != text:
                 drifted.append(str(path))

@@ -7,38 +7,72 @@ from pathlib import Path
 from typing import Any
 
 import typer
-import yaml
+from pydantic import ValidationError
 
-from gputopo.api.trainingjob import TrainingJob, TrainingJobSpec
+from gputopo.api.problems import one_line
+from gputopo.api.trainingjob import TrainingJob
+from gputopo.cli.errors import CliError, fail, read_yaml
+from gputopo.control.facts import job_facts
+from gputopo.control.validation import problems
 from gputopo.placement import Placement, Request, Snapshot, place
-from gputopo.placement.cluster_file import snapshot_from_data
+from gputopo.placement.cluster_file import ClusterFileError, snapshot_from_data
 from gputopo.placement.exact import optimum
 from gputopo.placement.network import tier_summary
+from gputopo.placement.template import TemplateError
 
 __all__ = ["load_cluster", "register"]
 
 
 def load_cluster(path: Path) -> Snapshot:
-    data: Any = yaml.safe_load(path.read_text())
-    return snapshot_from_data(data, base=path.parent)
+    """The snapshot in a cluster file; any problem is a ``CliError`` naming the file and the field."""
+    data = read_yaml(path)
+    try:
+        return snapshot_from_data(data, base=path.parent)
+    except ClusterFileError as error:
+        raise CliError(f"{path}: {error}") from None
 
 
-def _request(path: Path) -> Request:
-    data: Any = yaml.safe_load(path.read_text())
-    if isinstance(data, dict) and "spec" in data:
-        job = TrainingJob.model_validate(data)
+def _job_body(path: Path) -> dict[str, Any]:
+    """A whole TrainingJob object, from a manifest or from its bare spec."""
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise CliError(f"{path}: expected a TrainingJob manifest (or its spec), not {type(data).__name__}")
+    if "spec" in data or "kind" in data or "apiVersion" in data:
+        return data
+    return {"metadata": {"name": path.stem}, "spec": data}
+
+
+def _request(path: Path, snapshot: Snapshot) -> Request:
+    """The job's request, checked as the operator checks it: the CRD's schema, then its own rules."""
+    body = _job_body(path)
+    try:
+        job = TrainingJob.model_validate(body)
+    except ValidationError as error:
+        raise CliError(f"{path}: {one_line(error)}") from None
+    metadata = dict(job.metadata) if isinstance(job.metadata, dict) else {}
+    metadata.setdefault("name", path.stem)
+    facts = job_facts({**body, "metadata": metadata})
+    found = problems(facts, snapshot.tiers)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise CliError(f"{path}: {found[0]}{more}")
+    try:
         return Request.from_spec(job.spec, name=job.name)
-    return Request.from_spec(TrainingJobSpec.model_validate(data))
+    except TemplateError as error:
+        raise CliError(f"{path}: spec.{error}") from None
 
 
 def plan(
-    job: Path = typer.Option(..., "--job", exists=True, help="TrainingJob manifest (YAML)."),
-    cluster: Path = typer.Option(..., "--cluster", exists=True, help="Cluster snapshot file (YAML/JSON)."),
+    job: Path = typer.Option(..., "--job", help="TrainingJob manifest (YAML)."),
+    cluster: Path = typer.Option(..., "--cluster", help="Cluster snapshot file (YAML/JSON)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
 ) -> None:
     """Place one job and explain it (or why it cannot be placed)."""
-    snapshot = load_cluster(cluster)
-    request = _request(job)
+    try:
+        snapshot = load_cluster(cluster)
+        request = _request(job, snapshot)
+    except CliError as error:
+        fail(str(error))
     result = place(snapshot, request)
     best = optimum(snapshot, request)
     if isinstance(result, Placement):

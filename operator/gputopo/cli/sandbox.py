@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from gputopo.cli.errors import fail
 from gputopo.sandbox import DEFAULT_NAME, PROFILES, Sandbox, SandboxError
 from gputopo.sandbox.faults import fabric_fault, gpu_fault, link_fault, nic_fault, node_fault
 
@@ -21,8 +22,7 @@ NodeOpt = Annotated[str, typer.Option("--node", help="Simulated node name.")]
 
 
 def _fail(error: SandboxError) -> None:
-    typer.echo(f"error: {error}", err=True)
-    raise typer.Exit(2)
+    fail(str(error))
 
 
 @sandbox_app.command("up")
@@ -97,7 +97,7 @@ def _gpus(text: str) -> tuple[int, int]:
     try:
         a, b = (int(x) for x in text.split(","))
     except ValueError:
-        raise typer.BadParameter("--gpus takes two GPU indices, e.g. --gpus 0,1") from None
+        fail("--gpus takes two GPU indices, e.g. --gpus 0,1")
     return a, b
 
 
@@ -110,7 +110,7 @@ def fault_link(
 ) -> None:
     """Take an NVLink down, degrade it, or bring it back."""
     if state not in ("down", "degraded", "up"):
-        raise typer.BadParameter("--state must be down, degraded or up")
+        fail("--state must be down, degraded or up")
     a, b = _gpus(gpus)
     try:
         link_fault(Sandbox(name), node, a, b, state)  # type: ignore[arg-type]
@@ -130,7 +130,7 @@ def fault_fabric(
 ) -> None:
     """Degrade a node's multi-node NVLink fabric, take it down, or heal it (every GPU of the node)."""
     if state not in ("down", "degraded", "up"):
-        raise typer.BadParameter("--state must be down, degraded or up")
+        fail("--state must be down, degraded or up")
     try:
         changed = fabric_fault(Sandbox(name), node, state, whole_domain=whole_domain)  # type: ignore[arg-type]
     except SandboxError as error:
@@ -148,7 +148,7 @@ def fault_nic(
 ) -> None:
     """Take a NIC port down or bring it back."""
     if state not in ("down", "up"):
-        raise typer.BadParameter("--state must be down or up")
+        fail("--state must be down or up")
     try:
         nic_fault(Sandbox(name), node, nic, state)  # type: ignore[arg-type]
     except SandboxError as error:
@@ -185,7 +185,7 @@ def fault_node(
     """Make a node NotReady, Ready again, or delete it."""
     chosen = [a for a, on in (("not-ready", not_ready), ("ready", ready), ("delete", delete)) if on]
     if len(chosen) != 1:
-        raise typer.BadParameter("give exactly one of --not-ready, --ready or --delete")
+        fail("give exactly one of --not-ready, --ready or --delete")
     try:
         node_fault(Sandbox(name), node, chosen[0])  # type: ignore[arg-type]
     except SandboxError as error:

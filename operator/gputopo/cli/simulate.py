@@ -11,13 +11,14 @@ import typer
 import yaml
 from rich.progress import Progress, TaskID
 
+from gputopo.cli.errors import CliError, fail, read_yaml
 from gputopo.cli.plan import load_cluster
-from gputopo.placement.cluster_file import snapshot_to_data, trace_from_data, trace_to_data
-from gputopo.placement.generate import generate_cluster, generate_nvl72_cluster, generate_trace
+from gputopo.placement.cluster_file import ClusterFileError, snapshot_to_data, trace_from_data, trace_to_data
+from gputopo.placement.generate import TraceJob, generate_cluster, generate_nvl72_cluster, generate_trace
 from gputopo.placement.policies import POLICIES
 from gputopo.placement.simulation import simulate
 
-__all__ = ["plot_quality", "register"]
+__all__ = ["load_trace", "plot_quality", "register"]
 
 
 def plot_quality(summaries: dict[str, dict[str, Any]], path: Path) -> None:
@@ -38,6 +39,15 @@ def plot_quality(summaries: dict[str, dict[str, Any]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def load_trace(path: Path) -> list[TraceJob]:
+    """The jobs in a trace file; any problem is a ``CliError`` naming the file and the field."""
+    data = read_yaml(path)
+    try:
+        return trace_from_data(data)
+    except ClusterFileError as error:
+        raise CliError(f"{path}: {error}") from None
 
 
 def run(
@@ -79,13 +89,16 @@ def run(
             trace.write_text(yaml.safe_dump(trace_to_data(jobs), sort_keys=False))
         return
     if cluster is None or trace is None:
-        raise typer.BadParameter("--cluster and --trace are required")
+        fail("--cluster and --trace are required")
     names = [p.strip() for p in policy.split(",") if p.strip()]
     unknown = [n for n in names if n not in POLICIES]
-    if unknown:
-        raise typer.BadParameter(f"unknown policies {unknown}; known: {', '.join(POLICIES)}")
-    snapshot = load_cluster(cluster)
-    jobs = trace_from_data(yaml.safe_load(trace.read_text()))
+    if unknown or not names:
+        fail(f"--policy: unknown policies {unknown}; known: {', '.join(POLICIES)}")
+    try:
+        snapshot = load_cluster(cluster)
+        jobs = load_trace(trace)
+    except CliError as error:
+        fail(str(error))
     summaries: dict[str, dict[str, Any]] = {}
     with Progress(transient=True, disable=as_json or len(jobs) < 50) as progress:
         for name in names:

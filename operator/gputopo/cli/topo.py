@@ -12,13 +12,14 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 import yaml
 
 from gputopo.api.group import API_VERSION
 from gputopo.api.nodetopology import LinkState, NodeTopology, ProbeInfo
+from gputopo.cli.errors import CliError, fail
 from gputopo.topology import (
     NODE_TYPES,
     Topology,
@@ -52,15 +53,6 @@ GpuModelOpt = Annotated[
     typer.Option("--gpu-model", help="GPU product name, e.g. 'NVIDIA H100 80GB HBM3' (sets the NVLink bandwidth)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-
-
-class CliError(Exception):
-    """A user-facing failure: printed to stderr, exit code 2."""
-
-
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def _read_text(source: str) -> str:
@@ -152,7 +144,7 @@ def import_(
     try:
         topology = _load(file, gpu_model, fmt)
     except CliError as error:
-        _fail(str(error))
+        fail(str(error))
     name = node_name or (Path(file).stem if file != "-" else "node")
     status = to_status(topology, probe=ProbeInfo(backend="nvidia-smi"))
     document = {
@@ -168,7 +160,7 @@ def import_(
     try:
         output.write_text(text, encoding="utf-8")
     except OSError as error:
-        _fail(f"{output}: {error.strerror or error}")
+        fail(f"{output}: {error.strerror or error}")
 
 
 # -- topo show ------------------------------------------------------------------------------------------------
@@ -294,7 +286,7 @@ def show(
             topology = _load(file, gpu_model)
         summary = _summary(topology)
     except (CliError, TopologyError) as error:
-        _fail(str(error))
+        fail(str(error))
     if as_json:
         typer.echo(json.dumps(summary))
     else:
@@ -336,6 +328,8 @@ def estimate(
         if oversubscription <= 0:
             raise CliError(f"--oversubscription must be positive, not {oversubscription:g}")
         topology = _load(topology_file, gpu_model)
+        if topology.gpu_count == 0:
+            raise CliError(f"{topology_file}: the topology has no GPUs to estimate")
         chosen = _parse_gpus(gpus, topology)
         if not chosen:
             raise CliError("--gpus names no GPU")
@@ -355,7 +349,7 @@ def estimate(
                 domains=domains,
             )
     except (CliError, TopologyError) as error:
-        _fail(str(error))
+        fail(str(error))
     if as_json:
         document: dict[str, Any] = {"busbw_GBps": round(result.busbw_gbps, 3), "bottleneck": result.bottleneck}
         if domains is not None:

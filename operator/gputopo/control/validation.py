@@ -13,7 +13,8 @@ from gputopo.api.gpus import GpuCountError, pod_gpus
 from gputopo.api.group import GPU_RESOURCE
 from gputopo.api.trainingjob import TrainingJobSpec
 from gputopo.control.facts import JobFacts
-from gputopo.placement.types import Request, TierConfig
+from gputopo.placement.template import template_problem
+from gputopo.placement.types import TierConfig
 
 __all__ = ["problems"]
 
@@ -43,6 +44,13 @@ def problems(job: JobFacts, tiers: TierConfig) -> list[str]:
     longest = f"{job.name}-{spec.workers - 1}"
     if len(longest) > _MAX_LABEL:
         found.append(f"pod hostname {longest!r} would be longer than {_MAX_LABEL} characters; shorten the name")
+    inter = spec.topology.inter_node
+    # The same words `gputopo plan` and the engine refuse with.
+    found.extend(tiers.unknown_tiers(inter.required_tier, inter.preferred_tier))
+    shape = template_problem(spec.template)
+    if shape is not None:
+        # The rest reads the template; a field of the wrong shape is the one problem to fix first.
+        return [*found, f"spec.{shape}"]
     pod: dict[str, Any] = spec.template.get("spec") or {}
     if pod.get("restartPolicy") == "Always":
         found.append("template.spec.restartPolicy Always would never let a worker finish; use Never or OnFailure")
@@ -62,11 +70,4 @@ def problems(job: JobFacts, tiers: TierConfig) -> list[str]:
             f"topology.sliceSize {slice_size} does not divide workers {spec.workers}: every NVLink domain takes "
             "whole slices"
         )
-    inter = spec.topology.inter_node
-    # The same words `gputopo plan` and the engine refuse with.
-    found.extend(tiers.unknown_tiers(inter.required_tier, inter.preferred_tier))
-    try:
-        Request.from_spec(spec, name=job.name)
-    except (KeyError, TypeError, ValueError) as exc:
-        found.append(f"template.spec affinity or tolerations do not parse: {exc}")
     return found

@@ -1,96 +1,113 @@
-"""The cluster snapshot and trace file formats (plain data; the CLI reads and writes the YAML/JSON).
+"""The cluster snapshot and trace files as data (the CLI reads and writes the YAML/JSON).
 
-A cluster file::
-
-    tiers: [{label: fabric.topograph.run/tier-0, oversubscription: 1.0}, ...]   # optional
-    nodes:
-      - name: gpu-001
-        type: hgx-h100                 # a node type of gputopo.topology.catalog, or instead:
-        # topology: nodes/gpu-001.txt  # nvidia-smi topo -m output or NodeTopology YAML (relative to the file)
-        # gpuModel: NVIDIA H100 80GB HBM3   # names the GPUs of an nvidia-smi topology
-        labels: {fabric.topograph.run/tier-0: leaf-1}
-        usedGpus: [0, 1]
-        taints: [{key: k, value: v, effect: NoSchedule}]
-        ready: true
-        schedulable: true
-        driverVersion: "570.133.20"    # default: the node type's
-        downLinks: [[0, 1]]            # link health
-        unhealthyGpus: [3]
+Their schema is ``gputopo.api.clusterfile`` (also published as JSON Schema in ``schemas/``). What the schema
+cannot say needs the node's topology: a known node type, a topology file that is there and parses, GPU
+indices and links the node has, names that are unique. Every problem is a ``ClusterFileError`` whose message
+names the field (``nodes[3].usedGpus[0]: ...``), so a caller only has to add the file's name.
 
 Nodes naming the same node type or the same topology file (and GPU model) share one topology object, so
 they fall into one node class.
-
-A trace file: ``jobs: [{name, arrival, duration, workers, gpusPerWorker}]``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from gputopo.api.clusterfile import ClusterFile, ClusterNode, TraceFile
 from gputopo.api.nodetopology import GpuHealthState, LinkState
+from gputopo.api.problems import one_line
 from gputopo.placement.constraints import Taint
 from gputopo.placement.generate import TraceJob
 from gputopo.placement.types import DEFAULT_TIERS, NodeInfo, Snapshot, TierConfig, TierLevel
-from gputopo.topology.catalog import load_node_type
+from gputopo.topology.catalog import NODE_TYPES, load_node_type
 from gputopo.topology.loader import load_topology
 from gputopo.topology.model import Topology, TopologyError
 
-__all__ = ["snapshot_from_data", "snapshot_to_data", "trace_from_data", "trace_to_data"]
+__all__ = ["ClusterFileError", "snapshot_from_data", "snapshot_to_data", "trace_from_data", "trace_to_data"]
+
+
+class ClusterFileError(ValueError):
+    """A cluster or trace file that cannot be used; the message starts with the field at fault."""
 
 
 _Loaded = dict[tuple[Path, str], Topology]
 
 
-def _base_topology(raw: Mapping[str, Any], base: Path | None, loaded: _Loaded) -> Topology:
-    name = str(raw.get("name", "?"))
-    if raw.get("topology") and raw.get("type"):
-        raise TopologyError(f"node {name}: give either type or topology, not both")
-    if raw.get("type"):
-        return load_node_type(str(raw["type"]))
-    if not raw.get("topology"):
-        raise TopologyError(f"node {name}: needs a type (a node type name) or a topology (a file)")
-    path = Path(str(raw["topology"]))
+def _base_topology(raw: ClusterNode, where: str, base: Path | None, loaded: _Loaded) -> Topology:
+    if raw.type is not None:
+        if raw.type not in NODE_TYPES:
+            raise ClusterFileError(f"{where}.type: unknown node type {raw.type!r}; known: {', '.join(NODE_TYPES)}")
+        return load_node_type(raw.type)
+    assert raw.topology is not None
+    path = Path(raw.topology)
     if not path.is_absolute() and base is not None:
         path = base / path
-    model = str(raw.get("gpuModel") or "")
+    model = raw.gpu_model or ""
     key = (path.resolve(), model)
     found = loaded.get(key)
     if found is None:
         if not path.is_file():
-            raise TopologyError(f"node {name}: no topology file {path}")
-        found = loaded[key] = load_topology(path, gpu_model=model or None)
+            raise ClusterFileError(f"{where}.topology: no topology file {path}")
+        try:
+            found = loaded[key] = load_topology(path, gpu_model=model or None)
+        except (TopologyError, OSError, UnicodeDecodeError) as error:
+            raise ClusterFileError(f"{where}.topology: {path}: {error}") from None
     return found
 
 
-def _node(raw: Mapping[str, Any], base: Path | None, loaded: _Loaded) -> NodeInfo:
-    topology = _base_topology(raw, base, loaded)
-    for a, b in raw.get("downLinks") or ():
-        topology = topology.with_link_state(int(a), int(b), LinkState.DOWN)
-    for gpu in raw.get("unhealthyGpus") or ():
-        topology = topology.with_gpu_health(int(gpu), GpuHealthState.UNHEALTHY, "from cluster file")
+def _gpu(where: str, gpu: int, topology: Topology) -> int:
+    if gpu >= topology.gpu_count:
+        raise ClusterFileError(f"{where}: no GPU{gpu}; the node has GPUs 0..{topology.gpu_count - 1}")
+    return gpu
+
+
+def _node(raw: ClusterNode, where: str, base: Path | None, loaded: _Loaded) -> NodeInfo:
+    topology = _base_topology(raw, where, base, loaded)
+    for i, (a, b) in enumerate(raw.down_links):
+        _gpu(f"{where}.downLinks[{i}][0]", a, topology)
+        _gpu(f"{where}.downLinks[{i}][1]", b, topology)
+        if a == b:
+            raise ClusterFileError(f"{where}.downLinks[{i}]: a link joins two different GPUs, not GPU{a} and itself")
+        topology = topology.with_link_state(a, b, LinkState.DOWN)
+    for i, gpu in enumerate(raw.unhealthy_gpus):
+        topology = topology.with_gpu_health(_gpu(f"{where}.unhealthyGpus[{i}]", gpu, topology),
+                                            GpuHealthState.UNHEALTHY, "from cluster file")  # fmt: skip
+    used = frozenset(_gpu(f"{where}.usedGpus[{i}]", g, topology) for i, g in enumerate(raw.used_gpus))
     return NodeInfo(
-        name=str(raw["name"]),
+        name=raw.name,
         topology=topology,
-        labels={str(k): str(v) for k, v in (raw.get("labels") or {}).items()},
-        taints=tuple(Taint.from_dict(t) for t in raw.get("taints") or ()),
-        schedulable=bool(raw.get("schedulable", True)),
-        ready=bool(raw.get("ready", True)),
-        used_gpus=frozenset(int(g) for g in raw.get("usedGpus") or ()),
-        driver_version=str(raw.get("driverVersion") or topology.system.driver_version),
+        labels=dict(raw.labels),
+        taints=tuple(Taint(t.key, t.value, t.effect) for t in raw.taints),
+        schedulable=raw.schedulable,
+        ready=raw.ready,
+        used_gpus=used,
+        driver_version=raw.driver_version or topology.system.driver_version,
     )
 
 
-def snapshot_from_data(data: Mapping[str, Any], *, base: Path | None = None) -> Snapshot:
+def snapshot_from_data(data: Any, *, base: Path | None = None) -> Snapshot:
     """The snapshot a cluster file describes; relative topology paths are read from ``base``."""
+    if data is None:
+        raise ClusterFileError("the file is empty; a cluster file has nodes: [...]")
+    try:
+        parsed = ClusterFile.model_validate(data)
+    except ValidationError as error:
+        raise ClusterFileError(one_line(error)) from None
     tiers = DEFAULT_TIERS
-    if data.get("tiers"):
-        tiers = TierConfig(
-            tuple(TierLevel(str(t["label"]), float(t.get("oversubscription", 1.0))) for t in data["tiers"])
-        )
+    if parsed.tiers is not None:
+        if not parsed.tiers:
+            raise ClusterFileError("tiers: give at least one tier, or leave tiers out for the defaults")
+        tiers = TierConfig(tuple(TierLevel(t.label, t.oversubscription) for t in parsed.tiers))
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(parsed.nodes):
+        if raw.name in seen:
+            raise ClusterFileError(f"nodes[{i}].name: {raw.name!r} is already the name of nodes[{seen[raw.name]}]")
+        seen[raw.name] = i
     loaded: _Loaded = {}
-    return Snapshot((_node(n, base, loaded) for n in data.get("nodes") or ()), tiers)
+    return Snapshot((_node(raw, f"nodes[{i}]", base, loaded) for i, raw in enumerate(parsed.nodes)), tiers)
 
 
 def snapshot_to_data(snapshot: Snapshot) -> dict[str, Any]:
@@ -109,12 +126,15 @@ def snapshot_to_data(snapshot: Snapshot) -> dict[str, Any]:
     }
 
 
-def trace_from_data(data: Mapping[str, Any]) -> list[TraceJob]:
-    return [
-        TraceJob(str(j["name"]), float(j["arrival"]), float(j["duration"]), int(j.get("workers", 1)),
-                 int(j["gpusPerWorker"]), int(j["sliceSize"]) if j.get("sliceSize") else None)
-        for j in data.get("jobs") or ()
-    ]  # fmt: skip
+def trace_from_data(data: Any) -> list[TraceJob]:
+    """The jobs of a trace file, in file order."""
+    if data is None:
+        raise ClusterFileError("the file is empty; a trace file has jobs: [...]")
+    try:
+        parsed = TraceFile.model_validate(data)
+    except ValidationError as error:
+        raise ClusterFileError(one_line(error)) from None
+    return [TraceJob(j.name, j.arrival, j.duration, j.workers, j.gpus_per_worker, j.slice_size) for j in parsed.jobs]
 
 
 def trace_to_data(trace: list[TraceJob]) -> dict[str, Any]:

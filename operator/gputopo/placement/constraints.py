@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from gputopo.api.clusterfile import TaintEffect
+
 __all__ = [
     "NodeSelectorOperator",
     "NodeSelectorRequirement",
@@ -22,12 +24,6 @@ __all__ = [
     "matches_terms",
     "tolerates_all",
 ]
-
-
-class TaintEffect(StrEnum):
-    NO_SCHEDULE = "NoSchedule"
-    PREFER_NO_SCHEDULE = "PreferNoSchedule"
-    NO_EXECUTE = "NoExecute"
 
 
 class NodeSelectorOperator(StrEnum):
@@ -69,16 +65,6 @@ class Toleration:
             return not self.key or self.key == taint.key
         return self.key == taint.key and self.value == taint.value
 
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> Toleration:
-        effect = raw.get("effect")
-        return cls(
-            key=str(raw.get("key") or ""),
-            operator=str(raw.get("operator") or "Equal"),
-            value=str(raw.get("value") or ""),
-            effect=TaintEffect(effect) if effect else None,
-        )
-
 
 def tolerates_all(tolerations: Sequence[Toleration], taints: Sequence[Taint]) -> bool:
     """Whether every scheduling-blocking taint is tolerated by some toleration."""
@@ -110,14 +96,6 @@ class NodeSelectorRequirement:
         except ValueError:
             return False
         return have > want if op is NodeSelectorOperator.GT else have < want
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> NodeSelectorRequirement:
-        return cls(
-            str(raw["key"]),
-            NodeSelectorOperator(raw["operator"]),
-            tuple(str(v) for v in raw.get("values") or ()),
-        )
 
 
 NodeSelectorTerm = tuple[NodeSelectorRequirement, ...]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from gputopo.api.labels import LABEL_GFD_CLIQUE, LABEL_NVLINK_CLIQUE
 from gputopo.api.trainingjob import IntraNode, TrainingJobSpec
@@ -17,11 +17,11 @@ from gputopo.api.trainingjob import Placement as ApiPlacement
 from gputopo.api.trainingjob import WorkerPlacement as ApiWorkerPlacement
 from gputopo.placement.cache import PlacementCache
 from gputopo.placement.constraints import (
-    NodeSelectorRequirement,
     NodeSelectorTerm,
     Taint,
     Toleration,
 )
+from gputopo.placement.template import pod_constraints
 from gputopo.topology.fabric import node_domain
 from gputopo.topology.model import Topology
 
@@ -264,15 +264,6 @@ class Snapshot:
         return child
 
 
-def _terms(template_spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
-    affinity = (template_spec.get("affinity") or {}).get("nodeAffinity") or {}
-    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    return tuple(
-        tuple(NodeSelectorRequirement.from_dict(e) for e in term.get("matchExpressions") or ())
-        for term in required.get("nodeSelectorTerms") or ()
-    )
-
-
 @dataclass(frozen=True)
 class Request:
     """What a gang needs: ``workers`` times ``gpus_per_worker`` GPUs and where they may be."""
@@ -298,7 +289,8 @@ class Request:
 
     @classmethod
     def from_spec(cls, spec: TrainingJobSpec, *, name: str = "") -> Request:
-        pod: Mapping[str, Any] = spec.template.get("spec") or {}
+        """The request of a TrainingJob spec; a pod template field of the wrong shape raises ``TemplateError``."""
+        pod = pod_constraints(spec.template)
         topo = spec.topology
         return cls(
             workers=spec.workers,
@@ -311,9 +303,9 @@ class Request:
             gpu_model=spec.gpu.model or None,
             same_model=spec.gpu.same_model,
             same_driver=spec.gpu.same_driver,
-            node_selector={str(k): str(v) for k, v in (pod.get("nodeSelector") or {}).items()},
-            affinity_terms=_terms(pod),
-            tolerations=tuple(Toleration.from_dict(t) for t in pod.get("tolerations") or ()),
+            node_selector=pod.node_selector,
+            affinity_terms=pod.affinity_terms,
+            tolerations=pod.tolerations,
             slice_size=topo.slice_size,
         )
 

@@ -21,7 +21,9 @@ __all__ = ["fabric_fault", "gpu_fault", "link_fault", "nic_fault", "node_fault"]
 def _store(sandbox: Sandbox, node: str) -> FaultStore:
     # Only the state file: a fault must not wait for an API round trip (the failover benchmark times from here).
     known = sandbox.node_names()
-    if known and node not in known:
+    if not known:
+        raise SandboxError(f"sandbox {sandbox.name!r} has no simulated nodes; start it with `gputopo sandbox up`")
+    if node not in known:
         raise SandboxError(f"no simulated node {node!r} in sandbox {sandbox.name!r}; nodes: {', '.join(known)}")
     return FaultStore(sandbox.fault_dir)
 

@@ -9,6 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from gputopo.api.nodetopology import NodeTopology, NodeTopologyStatus
+from gputopo.api.problems import one_line
 from gputopo.topology.bandwidth import gpu_spec
 from gputopo.topology.convert import from_status
 from gputopo.topology.model import Topology, TopologyError
@@ -61,7 +62,7 @@ def read_topology_text(text: str, *, gpu_model: str | None = None, fmt: str = "a
         try:
             status = _status_of(document)
         except ValidationError as error:
-            raise TopologyError(f"not a valid NodeTopology: {error}") from None
+            raise TopologyError(f"not a valid NodeTopology: {one_line(error)}") from None
         if status is None and fmt == "yaml":
             raise TopologyError("not a NodeTopology document (no status, gpus or links)")
     if status is None:

@@ -173,9 +173,10 @@ def test_plan_refuses_a_tier_the_cluster_lacks_in_the_operators_words(tmp_path: 
     }  # fmt: skip
     cluster_path, job_path = _write(tmp_path, cluster, job)
     result = CliRunner().invoke(app, ["plan", "--job", str(job_path), "--cluster", str(cluster_path)])
-    assert result.exit_code == 1
+    # Invalid input, as the operator marks the job Invalid: exit 2 with the operator's words, on one line.
+    assert result.exit_code == 2
     words = "requiredTier 3 names a tier this cluster does not have (it has 2 network tiers: tiers 0..1)"
-    assert words in result.output
+    assert result.stderr == f"error: {job_path}: topology.interNode.{words}\n"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,52 @@
+"""How every `gputopo` command answers bad input: one line on stderr naming the file and the field, exit 2.
+
+Loaders below the CLI raise the project's own errors with the field at fault (``ClusterFileError``,
+``TemplateError``, ``TopologyError``); commands add the file's name and call ``fail``. Nothing a user can type
+should reach Python's traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+import yaml
+
+__all__ = ["CliError", "fail", "read_text", "read_yaml"]
+
+
+class CliError(Exception):
+    """A user-facing failure: printed to stderr as one line, exit code 2."""
+
+
+def fail(message: str) -> NoReturn:
+    typer.echo(f"error: {' '.join(message.split())}", err=True)
+    raise typer.Exit(2)
+
+
+def read_text(path: Path) -> str:
+    """The file's text, or a ``CliError`` saying why it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CliError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise CliError(f"{path}: is a directory, not a file") from None
+    except OSError as error:
+        raise CliError(f"{path}: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise CliError(f"{path}: not a text file") from None
+
+
+def read_yaml(path: Path) -> Any:
+    """The file's YAML (or JSON) document, or a ``CliError`` naming the line where it stops being YAML."""
+    text = read_text(path)
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise CliError(f"{path}: not valid YAML{where}: {error.problem or error.context}") from None
+    except yaml.YAMLError as error:
+        raise CliError(f"{path}: not valid YAML: {error}") from None
