@@ -74,7 +74,10 @@ def plan(
     except CliError as error:
         fail(str(error))
     result = place(snapshot, request)
-    best = optimum(snapshot, request)
+    try:
+        best = optimum(snapshot, request)
+    except (RuntimeError, ValueError):
+        best = None  # no reference for this instance (too large without highspy, or NVLink domains on the ILP)
     if isinstance(result, Placement):
         doc: dict[str, Any] = {
             "placed": True,

@@ -1,154 +1,169 @@
-"""The exact reference: the highest estimated bus bandwidth any valid placement of the gang reaches.
+"""The reference: the highest estimated bus bandwidth any valid placement of the gang reaches, found without
+the engine's method.
 
-Exhaustive, but decomposed so it stays cheap: a gang's figure is the minimum over its nodes of each node's
-value (its ring, or its NICs over the tier's oversubscription), so the optimum inside one switch domain is
-the highest θ at which the domain's nodes hold the gang with every node reaching θ. Per node class every
-subset of free GPUs that splits into valid groups is enumerated once; per domain θ is searched over the
-values those subsets reach. Nothing is greedy, so this is the optimum of the estimator over all
-placements (the tests check it against brute force on small clusters).
+The engine decomposes a gang's figure and searches a threshold over its nodes' offers; a bug there would be
+copied into a check that used the same search. This module shares only the estimator
+(``gputopo.topology.estimate_node`` / ``estimate_gang``), the pair rule of a group (``pair_allowed``) and the
+snapshot's eligibility filters and switch domains:
+
+* ``exhaustive_optimum``: every choice, per eligible node, of a GPU subset that splits into valid groups
+  (none on most nodes), every combination over the nodes that adds up to the gang, each scored by
+  ``estimate_gang`` on its members at the oversubscription of the tier it spans. For small instances.
+* ``ilp_optimum`` (``gputopo.placement.exact_ilp``): a mixed-integer program over the same per-node choices,
+  per switch domain, solved by HiGHS. For medium instances, without multi-node NVLink domains (whose figure
+  is not a minimum over nodes).
+
+``optimum`` takes the exhaustive search when the instance is small enough, else the ILP.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
+from itertools import combinations, product
+from math import prod
 
 from gputopo.api.trainingjob import IntraNode
 from gputopo.placement.filters import filter_nodes
-from gputopo.placement.groups import k_subsets, usable_mask
-from gputopo.placement.scores import NodeScores
-from gputopo.placement.types import Request, Snapshot
-from gputopo.topology.memo import Table
+from gputopo.placement.types import NodeInfo, Request, Snapshot
+from gputopo.topology.estimate import estimate_node, inter_node_bandwidth
+from gputopo.topology.gang import estimate_gang
+from gputopo.topology.groups import pair_allowed
+from gputopo.topology.model import Topology
 
-__all__ = ["NodeChoices", "node_choices", "optimum"]
+__all__ = ["EXHAUSTIVE_LIMIT", "SubsetChoice", "eligible_sets", "exhaustive_optimum", "optimum", "subset_choices"]
+
+# Combinations of per-node choices the exhaustive search walks at most; larger instances go to the ILP.
+EXHAUSTIVE_LIMIT = 20_000
 
 
 @dataclass(frozen=True, slots=True)
-class NodeChoices:
-    """For m = 1..: (intra, inter) of every GPU subset that splits into m valid groups."""
+class SubsetChoice:
+    """A node's GPUs that split into ``workers`` valid groups of the gang, and what the estimator says of them."""
 
-    by_workers: tuple[tuple[tuple[float, float], ...], ...]
-    free: int
-
-
-# Per (topology id, free GPUs, group size, intra-node rule): the node's choices.
-_CHOICES: Table[tuple[int, int, int, IntraNode], NodeChoices] = Table("exact choices")
-# Per (topology id, group size, intra-node rule): which GPU subsets split into valid groups.
-_SPLITTABLE: Table[tuple[int, int, IntraNode], dict[int, bool]] = Table("splittable subsets")
+    workers: int
+    gpus: tuple[int, ...]
+    intra_gbps: float
+    inter_gbps: float
 
 
-def _splittable(scores: NodeScores, k: int, intra: IntraNode) -> dict[int, bool]:
+def _splits(topology: Topology, k: int, intra: IntraNode) -> Callable[[tuple[int, ...]], bool]:
     @cache
-    def split(mask: int) -> bool:
-        if mask == 0:
+    def splits(gpus: tuple[int, ...]) -> bool:
+        """Whether the GPUs split into groups of k whose every pair meets the rule (the lowest GPU in each)."""
+        if not gpus:
             return True
-        low = mask & -mask
-        rest = mask & ~low
-        return any(scores.allowed(low | others, intra) and split(rest & ~others) for others in k_subsets(rest, k - 1))
+        first, rest = gpus[0], gpus[1:]
+        for others in combinations(rest, k - 1):
+            valid = all(pair_allowed(topology, a, b, intra) for a, b in combinations((first, *others), 2))
+            if valid and splits(tuple(g for g in rest if g not in others)):
+                return True
+        return False
 
-    return {mask: split(mask) for mask in range(1 << scores.topology.gpu_count)}
-
-
-def node_choices(snapshot: Snapshot, scores: NodeScores, free: int, k: int, intra: IntraNode) -> NodeChoices:
-    memo = snapshot.cache.memo.table(_CHOICES)
-    key = (id(scores.topology), free, k, intra)
-    found = memo.get(key)
-    if found is not None:
-        return found
-    splittable = snapshot.cache.memo.table(_SPLITTABLE)
-    splits_key = (id(scores.topology), k, intra)
-    splits = splittable.get(splits_key)
-    if splits is None:
-        splits = splittable[splits_key] = _splittable(scores, k, intra)
-    by_m: dict[int, set[tuple[float, float]]] = defaultdict(set)
-    sub = free
-    while sub:
-        size = sub.bit_count()
-        if size % k == 0 and splits[sub]:
-            by_m[size // k].add((scores.intra(sub), scores.inter(sub)))
-        sub = (sub - 1) & free
-    top = max(by_m, default=0)
-    choices = NodeChoices(tuple(tuple(sorted(by_m[m])) for m in range(1, top + 1)), free.bit_count())
-    memo[key] = choices
-    return choices
+    return splits
 
 
-def _values(choices: NodeChoices, factor: float) -> tuple[float, ...]:
-    """Per m, the best value a node reaches with m workers inside a multi-node gang."""
-    return tuple(max(min(a, b / factor) for a, b in pairs) if pairs else 0.0 for pairs in choices.by_workers)
+def _free(node: NodeInfo) -> tuple[int, ...]:
+    return tuple(g.index for g in node.topology.gpus if g.healthy and g.index not in node.used_gpus)
 
 
-def _slots(values: tuple[float, ...], theta: float) -> int:
-    return max((m for m in range(1, len(values) + 1) if values[m - 1] >= theta), default=0)
+# Per (topology identity, free GPUs, group size, rule): the topology (to check identity) and its choices.
+_MEMO: dict[tuple[int, tuple[int, ...], int, IntraNode], tuple[Topology, tuple[SubsetChoice, ...]]] = {}
+_MEMO_LIMIT = 8192
 
 
-def _threshold(members: Sequence[tuple[float, ...]], workers: int) -> float | None:
-    thetas = sorted({v for values in members for v in values})
-    lo, hi, found = 0, len(thetas) - 1, None
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        # A node may take fewer workers than its most; smaller subsets exist whenever larger ones do
-        # only if values are monotone, so count exactly: any m with value >= θ can be used.
-        if _holds(members, thetas[mid], workers):
-            found, lo = thetas[mid], mid + 1
-        else:
-            hi = mid - 1
-    return found
+def _choices(topology: Topology, free: tuple[int, ...], k: int, intra: IntraNode) -> tuple[SubsetChoice, ...]:
+    key = (id(topology), free, k, intra)
+    found = _MEMO.get(key)
+    if found is not None and found[0] is topology:
+        return found[1]
+    splits = _splits(topology, k, intra)
+    out = []
+    for m in range(1, len(free) // k + 1):
+        for gpus in combinations(free, m * k):
+            if splits(gpus):
+                intra_bw = estimate_node(topology, gpus).busbw_gbps
+                out.append(SubsetChoice(m, gpus, intra_bw, inter_node_bandwidth(topology, gpus).busbw_gbps))
+    if len(_MEMO) >= _MEMO_LIMIT:
+        _MEMO.clear()
+    _MEMO[key] = (topology, tuple(out))
+    return tuple(out)
 
 
-def _holds(members: Sequence[tuple[float, ...]], theta: float, workers: int) -> bool:
-    """Whether some choice of per-node worker counts (each reaching θ) sums to exactly ``workers``."""
-    reachable = 1  # bit j set: j workers placeable
-    limit = (1 << (workers + 1)) - 1
-    for values in members:
-        options = [m for m in range(1, len(values) + 1) if values[m - 1] >= theta]
-        if not options:
-            continue
-        step = reachable
-        for m in options:
-            step |= reachable << m
-        reachable = step & limit
-        if reachable >> workers & 1:
-            return True
-    return bool(reachable >> workers & 1)
+def subset_choices(node: NodeInfo, request: Request) -> tuple[SubsetChoice, ...]:
+    """Every subset of the node's free, healthy GPUs that splits into valid groups of the gang."""
+    return _choices(node.topology, _free(node), request.gpus_per_worker, IntraNode(request.intra_node))
+
+
+def eligible_sets(snapshot: Snapshot, request: Request) -> list[list[int]]:
+    """Nodes (by index) that pass the filters and can take a worker, split into the sets a gang may mix."""
+    sets: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i in filter_nodes(snapshot.nodes, request).passed:
+        node = snapshot.nodes[i]
+        if subset_choices(node, request):
+            key = (node.gpu_model if request.same_model else "", node.driver_version if request.same_driver else "")
+            sets[key].append(i)
+    return list(sets.values())
+
+
+def spanned_tier(snapshot: Snapshot, nodes: Sequence[int]) -> int:
+    """The lowest tier whose one switch is above every node (``len(tiers)``: none is)."""
+    for tier in range(len(snapshot.tiers)):
+        if len({snapshot.domains[i][tier] for i in nodes}) == 1:
+            return tier
+    return len(snapshot.tiers)
+
+
+def _gang_value(snapshot: Snapshot, picks: Sequence[tuple[int, SubsetChoice]], top: int) -> float | None:
+    nodes = [i for i, _ in picks]
+    if len(nodes) == 1:
+        i, choice = picks[0]
+        return estimate_node(snapshot.nodes[i].topology, choice.gpus).busbw_gbps
+    tier = spanned_tier(snapshot, nodes)
+    if tier > top:
+        return None
+    members = [(snapshot.nodes[i].topology, choice.gpus) for i, choice in picks]
+    domains = [snapshot.nvlink_domains[i] for i in nodes]
+    factor = snapshot.tiers.oversubscription(tier)
+    return estimate_gang(members, oversubscription=factor, domains=domains).busbw_gbps
+
+
+def _combinations(snapshot: Snapshot, request: Request, nodes: list[int]) -> Iterator[list[tuple[int, SubsetChoice]]]:
+    options = [[None, *subset_choices(snapshot.nodes[i], request)] for i in nodes]
+    for combo in product(*options):
+        picks = [(i, c) for i, c in zip(nodes, combo, strict=True) if c is not None]
+        if picks and sum(c.workers for _, c in picks) == request.workers:
+            yield picks
+
+
+def exhaustive_size(snapshot: Snapshot, request: Request) -> int:
+    """How many combinations ``exhaustive_optimum`` would walk."""
+    return sum(
+        prod(len(subset_choices(snapshot.nodes[i], request)) + 1 for i in nodes)
+        for nodes in eligible_sets(snapshot, request)
+    )
+
+
+def exhaustive_optimum(snapshot: Snapshot, request: Request) -> float | None:
+    """The best figure over every combination of per-node subset choices (small instances only)."""
+    if snapshot.tiers.unknown_tiers(request.required_tier, request.preferred_tier):
+        return None
+    top = len(snapshot.tiers) if request.required_tier is None else request.required_tier
+    best: float | None = None
+    for nodes in eligible_sets(snapshot, request):
+        for picks in _combinations(snapshot, request, nodes):
+            value = _gang_value(snapshot, picks, top)
+            if value is not None and (best is None or value > best):
+                best = value
+    return best
 
 
 def optimum(snapshot: Snapshot, request: Request) -> float | None:
     """The best estimated bus bandwidth of any valid placement, or None when none exists."""
-    k, workers = request.gpus_per_worker, request.workers
-    if snapshot.tiers.unknown_tiers(request.required_tier, request.preferred_tier):
-        return None
-    result = filter_nodes(snapshot.nodes, request)
-    sets: dict[tuple[str, str], list[tuple[int, NodeChoices]]] = defaultdict(list)
-    for i in result.passed:
-        node = snapshot.nodes[i]
-        scores = snapshot.cache.scores(node.topology)
-        choices = node_choices(snapshot, scores, usable_mask(node, scores), k, request.intra_node)
-        if choices.by_workers:
-            key = (node.gpu_model if request.same_model else "", node.driver_version if request.same_driver else "")
-            sets[key].append((i, choices))
-    best: float | None = None
-    tiers = len(snapshot.tiers)
-    top = tiers if request.required_tier is None else request.required_tier
-    for members in sets.values():
-        for _, choices in members:
-            if len(choices.by_workers) >= workers:
-                value = max(a for a, _ in choices.by_workers[workers - 1])
-                best = value if best is None else max(best, value)
-        if workers < 2:
-            continue
-        for tier in range(top + 1):
-            factor = snapshot.tiers.oversubscription(tier)
-            domains: dict[str, list[tuple[float, ...]]] = defaultdict(list)
-            for i, choices in members:
-                name = snapshot.domains[i][tier] if tier < tiers else "cluster"
-                domains[name].append(_values(choices, factor))
-            for values in domains.values():
-                if len(values) < 2:
-                    continue
-                theta = _threshold(values, workers)
-                if theta is not None and (best is None or theta > best):
-                    best = theta
-    return best
+    if exhaustive_size(snapshot, request) <= EXHAUSTIVE_LIMIT:
+        return exhaustive_optimum(snapshot, request)
+    from gputopo.placement.exact_ilp import ilp_optimum
+
+    return ilp_optimum(snapshot, request)

@@ -76,6 +76,14 @@ def fragmentation(snapshot: Snapshot) -> float:
     return stranded / free if free else 0.0
 
 
+def _reference(snapshot: Snapshot, request: Request) -> float | None:
+    """The reference optimum, or None where neither reference method applies (the job is then not rated)."""
+    try:
+        return optimum(snapshot, request)
+    except (RuntimeError, ValueError):
+        return None
+
+
 def simulate(
     snapshot: Snapshot,
     trace: Sequence[TraceJob],
@@ -113,7 +121,7 @@ def simulate(
             if not isinstance(result, Placement):
                 waiting.append(j)
                 continue
-            best = optimum(snapshot, request) if exact else None
+            best = _reference(snapshot, request) if exact else None
             tier_ok = result.tier == 0 and len(set(result.nodes)) > 1
             nvlink = {snapshot.nvlink_domains[snapshot.index_of(n)] for n in result.nodes} - {""}
             report.outcomes.append(
