@@ -68,6 +68,7 @@ INVALID = [
     ),
     ("gang-too-large", {"workers": 1024, "gpusPerWorker": 16}, "at most 8192 GPUs"),
     ("nvlink-for-one-gpu", {"gpusPerWorker": 1, "topology": {"intraNode": "nvlink"}}, "spec.topology.intraNode"),
+    ("slice-does-not-divide", {"workers": 12, "topology": {"sliceSize": 8}}, "spec.topology.sliceSize"),
     ("no-containers", {"template": {"spec": {"containers": []}}}, "spec.template.spec.containers"),
 ]
 

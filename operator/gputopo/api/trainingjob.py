@@ -169,6 +169,12 @@ class TrainingJobSpec(ApiModel):
                     "message": "topology.intraNode nvlink or nvswitch needs gpusPerWorker of at least 2",
                     "fieldPath": ".topology.intraNode",
                 },
+                {
+                    "rule": "!has(self.topology) || !has(self.topology.sliceSize) "
+                    "|| self.workers % self.topology.sliceSize == 0",
+                    "message": "topology.sliceSize must divide workers: every NVLink domain takes whole slices",
+                    "fieldPath": ".topology.sliceSize",
+                },
             ]
         }
     }
