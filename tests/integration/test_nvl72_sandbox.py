@@ -1,6 +1,7 @@
 """An NVL72 sandbox (``--profile nvl72``): fake GB200 trays whose GPUs report their rack's NVLink fabric through
-the fake NVML, published by the real probe code to a real kube-apiserver; fabric faults travel the same path.
-Nothing here is mocked. The module brings up its own sandbox (two racks of 18 trays under one leaf)."""
+the fake NVML, published by the real probe code to a real kube-apiserver; fabric faults travel the same path,
+and the operator places gangs on the racks and moves them off a degraded tray. Nothing here is mocked. The
+module brings up its own sandbox (two racks of 18 trays under one leaf)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ from gputopo.api.labels import LABEL_GFD_CLIQUE, LABEL_HEALTH, LABEL_NVLINK_CLIQ
 from gputopo.sandbox import Sandbox, SandboxError
 from gputopo.sandbox.binaries import find_binaries
 from gputopo.sandbox.faults import fabric_fault
+from gputopo.sandbox.harness import Jobs, OperatorProcess, namespace_jobs, namespaced_operator, training_job
 from gputopo.sandbox.profiles import domain_fabric, plan_nodes
 from gputopo.sandbox.testing import SandboxHandle
 
 pytestmark = pytest.mark.integration
 
 NAME = os.environ.get("GPUTOPO_TEST_SANDBOX", "gputopo-test") + "-nvl72"
+NS = "nvl72-test"
+FAST = {"backoffSeconds": 0, "gracePeriodSeconds": 0, "cooldownSeconds": 0}
 NODES = 36
 TIMEOUT = 60.0
 
@@ -37,6 +41,23 @@ def racks() -> Iterator[SandboxHandle]:
     finally:
         if os.environ.get("GPUTOPO_KEEP_SANDBOX") != "1":
             box.down()
+
+
+@pytest.fixture(scope="module")
+def operator(racks: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    log_file = tmp_path_factory.mktemp("nvl72") / "operator.log"
+    with namespaced_operator(racks.kubectl, racks.kubeconfig, log_file, NS, {}) as proc:
+        yield proc
+
+
+@pytest.fixture
+def jobs(racks: SandboxHandle, operator: OperatorProcess) -> Iterator[Jobs]:
+    with namespace_jobs(racks.kubectl, NS, operator) as handle:
+        yield handle
+
+
+def _rack_of(node: str) -> str:
+    return next(p.nvlink_domain for p in plan_nodes("nvl72", NODES) if p.name == node)
 
 
 def _labels(racks: SandboxHandle, node: str) -> dict[str, str]:
@@ -100,3 +121,30 @@ def test_gfds_clique_label_is_never_overwritten(racks: SandboxHandle) -> None:
         assert _labels(racks, node)[LABEL_GFD_CLIQUE] == gfd_value
     finally:
         fabric_fault(racks.sandbox, node, "up")
+
+
+def test_a_gang_larger_than_the_cap_splits_evenly_over_two_racks(racks: SandboxHandle, jobs: Jobs) -> None:
+    jobs.apply(training_job("wide", NS, workers=20, gpusPerWorker=4, topology={"sliceSize": 10}))
+    jobs.wait_running_pods("wide", 20, timeout=120)
+    workers = jobs.status("wide")["placement"]["workers"]
+    order = [_rack_of(w["node"]) for w in sorted(workers, key=lambda w: w["rank"])]
+    assert order.count("rack-00") == order.count("rack-01") == 10, "16 of 18 trays at most: 10 + 10"
+    assert order == sorted(order), "each rack's ranks are contiguous"
+    assert len({w["node"] for w in workers}) == 20, "one 4-GPU worker per tray"
+
+
+def test_a_degraded_tray_moves_the_gang_on_it(racks: SandboxHandle, jobs: Jobs) -> None:
+    jobs.apply(training_job("rack-gang", NS, workers=4, gpusPerWorker=4, failurePolicy=FAST))
+    jobs.wait_running_pods("rack-gang", 4, timeout=120)
+    before = {w["node"] for w in jobs.status("rack-gang")["placement"]["workers"]}
+    assert len({_rack_of(n) for n in before}) == 1, "a gang that fits stays in one rack"
+    victim = sorted(before)[0]
+    fabric_fault(racks.sandbox, victim, "degraded")
+    try:
+        jobs.wait("restart counted", lambda: jobs.status("rack-gang").get("restarts", 0) >= 1, timeout=TIMEOUT)
+        jobs.wait_running_pods("rack-gang", 4, timeout=120)
+        after = {w["node"] for w in jobs.wait_phase("rack-gang", "Running")["placement"]["workers"]}
+        assert victim not in after and len({_rack_of(n) for n in after}) == 1
+        assert any(e.get("reason") == "NvlinkFabricDegraded" for e in jobs.events("rack-gang"))
+    finally:
+        fabric_fault(racks.sandbox, victim, "up")
