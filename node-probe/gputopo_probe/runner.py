@@ -53,6 +53,7 @@ class Runner:
         publish_workers: int = 8,
         confirm_s: float = DEFAULT_CONFIRM_S,
         clock: Callable[[], float] = time.monotonic,
+        wait: Callable[[float], bool] | None = None,
     ) -> None:
         self.interval_s = interval_s
         self.confirm_s = confirm_s if 0 < confirm_s < interval_s else 0.0
@@ -62,6 +63,8 @@ class Runner:
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=publish_workers, thread_name_prefix="publish")
         self._stop = threading.Event()
+        # Waits up to that many seconds on ``clock``; True once stopped. Tests give a clock they step.
+        self.wait = wait or self._stop.wait
         self.last_tick: float | None = None
 
     def add(self, member: Member) -> None:
@@ -135,19 +138,23 @@ class Runner:
             if next_tick < self.clock():  # fell behind: do not try to catch up with a burst
                 next_tick = self.clock()
             self._wait_confirming(next_tick)
-            self._stop.wait(max(0.0, next_tick - self.clock()))
+            self.wait(max(0.0, next_tick - self.clock()))
 
     def _wait_confirming(self, next_tick: float) -> None:
         """Until the next tick, re-read every ``confirm_s`` the nodes with a reading to confirm."""
         if not self.confirm_s:
             return
         while not self._stop.is_set() and next_tick - self.clock() > self.confirm_s and self.confirming():
-            if self._stop.wait(self.confirm_s):
+            if self.wait(self.confirm_s):
                 return
             self.confirm()
 
     def stop(self) -> None:
         self._stop.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

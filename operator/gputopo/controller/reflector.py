@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from gputopo.controller.client import KubeClient
@@ -44,10 +44,12 @@ class Reflector(Generic[V]):
         page_size: int = 100,
         watch_seconds: int = 300,
         max_backoff: float = 30.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.client, self.kind, self.path, self.parse = client, kind, path, parse
         self.on_change, self.on_delete = on_change, on_delete
         self.page_size, self.watch_seconds, self.max_backoff = page_size, watch_seconds, max_backoff
+        self.sleep = sleep  # the backoff's wait (tests step it without waiting)
         self.items: dict[str, V] = {}
         self.synced = asyncio.Event()
         self.lists = 0  # how many times the whole kind was listed (1 + relists)
@@ -70,7 +72,7 @@ class Reflector(Generic[V]):
                 logger.exception("%s: the watch failed; listing again in %.1fs", self.kind, backoff)
             else:
                 continue
-            await asyncio.sleep(backoff)
+            await self.sleep(backoff)
             backoff = min(backoff * 2, self.max_backoff)
 
     def _keep(self, name: str, obj: Mapping[str, Any]) -> bool:

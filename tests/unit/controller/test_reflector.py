@@ -16,12 +16,14 @@ def obj(name: str, value: str, version: str = "1") -> dict[str, Any]:
 
 class ScriptedApi:
     """Answers lists from ``lists`` (each a list of pages) and watches from ``watches`` (each a list of
-    events), in order; once the script is over, a watch hangs (the test then cancels the reflector)."""
+    events), in order; once the script is over, a watch hangs and ``played`` is set (the test then cancels
+    the reflector): the test waits for that, not for a guessed time."""
 
     def __init__(self, lists: list[list[dict[str, Any]]], watches: list[list[dict[str, Any]] | Exception]) -> None:
         self.lists, self.watches = lists, watches
         self.list_params: list[dict[str, str]] = []
         self.watch_versions: list[str] = []
+        self.played = asyncio.Event()
 
     async def get(self, what: str, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
         self.list_params.append(dict(params or {}))
@@ -34,6 +36,7 @@ class ScriptedApi:
     async def watch(self, what: str, path: str, params: dict[str, str], *, read_timeout: float) -> AsyncIterator[Any]:
         self.watch_versions.append(params["resourceVersion"])
         if not self.watches:
+            self.played.set()
             await asyncio.Event().wait()
         script = self.watches.pop(0)
         if isinstance(script, Exception):
@@ -53,18 +56,41 @@ def parse(name: str, o: Mapping[str, Any], before: str | None) -> str:
     return value
 
 
-async def drive(api: ScriptedApi, until: Any) -> Reflector[str]:
+class Backoffs:
+    """The reflector's backoff sleeps, recorded instead of waited."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+async def play(api: ScriptedApi, reflector: Reflector[str]) -> Reflector[str]:
+    """Run the reflector until the API's script is played out, then stop it."""
+    task = asyncio.create_task(reflector.run())
+    try:
+        await asyncio.wait_for(api.played.wait(), 5)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    return reflector
+
+
+async def drive(api: ScriptedApi, until: Any, backoffs: Backoffs | None = None) -> Reflector[str]:
     changes: list[int] = []
     reflector: Reflector[str] = Reflector(
-        api, "Things", "/things", parse, on_change=lambda: changes.append(1), page_size=2, max_backoff=0.01
-    )  # type: ignore[arg-type]
-    task = asyncio.create_task(reflector.run())
-    for _ in range(400):
-        if until(reflector):
-            break
-        await asyncio.sleep(0.005)
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+        api,  # type: ignore[arg-type]
+        "Things",
+        "/things",
+        parse,
+        on_change=lambda: changes.append(1),
+        page_size=2,
+        max_backoff=0.01,
+        sleep=backoffs or Backoffs(),
+    )
+    await play(api, reflector)
+    assert until(reflector), "the script played out before the reflector got there"
     reflector.changes = len(changes)  # type: ignore[attr-defined]
     return reflector
 
@@ -95,12 +121,16 @@ def test_a_410_lists_again_and_lets_go_of_what_vanished() -> None:
     deleted: list[str] = []
 
     async def go() -> Reflector[str]:
-        reflector: Reflector[str] = Reflector(api, "Things", "/things", parse, on_delete=deleted.append)  # type: ignore[arg-type]
-        task = asyncio.create_task(reflector.run())
-        while reflector.lists < 2:
-            await asyncio.sleep(0.005)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        reflector: Reflector[str] = Reflector(
+            api,  # type: ignore[arg-type]
+            "Things",
+            "/things",
+            parse,
+            on_delete=deleted.append,
+            sleep=Backoffs(),
+        )
+        await play(api, reflector)
+        assert reflector.lists == 2
         return reflector
 
     r = asyncio.run(asyncio.wait_for(go(), 5))
@@ -112,5 +142,7 @@ def test_api_errors_back_off_and_list_again() -> None:
         lists=[[page([obj("a", "1")], "10")], [page([obj("a", "2")], "20")]],
         watches=[ApiError("watch Things: connection reset", 0)],
     )
-    r = asyncio.run(drive(api, lambda r: r.lists == 2))
+    backoffs = Backoffs()
+    r = asyncio.run(drive(api, lambda r: r.lists == 2, backoffs))
     assert r.items == {"a": "2"} and r.lists == 2
+    assert backoffs.delays == [0.5]  # one backoff before the second list, and no real wait

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import threading
-import time
+from collections.abc import Callable
 
 from conftest import ProbeFactory
 from probe_builders import hgx
@@ -51,24 +50,47 @@ def test_confirmation_off_at_or_above_the_interval(fake_probe: ProbeFactory) -> 
     assert Runner(1.0, confirm_s=0.2).confirm_s == 0.2
 
 
+class SteppedClock:
+    """The runner's clock and its wait: a wait moves time on at once instead of sleeping."""
+
+    def __init__(self, runner: Runner, on_wait: Callable[[float], None]) -> None:
+        self.now = 0.0
+        self.runner, self.on_wait = runner, on_wait
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wait(self, seconds: float) -> bool:
+        self.on_wait(self.now)
+        if not self.runner.stopped:
+            self.now += seconds
+        return self.runner.stopped
+
+
 def test_run_reports_a_failure_well_within_one_interval(fake_probe: ProbeFactory) -> None:
-    runner, member, store = _runner(fake_probe, interval_s=2.0, confirm_s=0.1)
-    loop = threading.Thread(target=runner.run, daemon=True)
-    loop.start()
+    probe, _, store = fake_probe(hgx(), down_after=2, up_after=2, farm=True)
+    member = Member("node-1", probe, None)
+    seen: dict[str, float] = {}
+
+    def watch(now: float) -> None:
+        """Between the loop's steps: break a link after the first poll, stop once it reads Down."""
+        if "injected" not in seen and member.polls >= 1:
+            store.link("node-1", 0, 1, "down")  # type: ignore[attr-defined]
+            seen["injected"] = now
+        if member.probe.monitor.view.topology.link(0, 1).state is LinkState.DOWN:
+            seen["down"] = now
+            runner.stop()
+
+    runner = Runner(2.0, publish_workers=1, confirm_s=0.1)
+    clock = SteppedClock(runner, watch)
+    runner.clock, runner.wait = clock, clock.wait
+    runner.add(member)
     try:
-        deadline = time.monotonic() + 5
-        while member.polls < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        store.link("node-1", 0, 1, "down")  # type: ignore[attr-defined]
-        injected = time.monotonic()
-        while member.probe.monitor.view.topology.link(0, 1).state is not LinkState.DOWN:
-            assert time.monotonic() < deadline, "the link was never reported Down"
-            time.sleep(0.01)
-        took = time.monotonic() - injected
+        runner.run()
     finally:
-        runner.stop()
-        loop.join(timeout=5)
         runner.close()
+    assert "down" in seen, "the link was never reported Down"
+    took = seen["down"] - seen["injected"]
     # The first bad read comes at the next tick (within 2 s); its confirmation 0.1 s later, not 2 s later.
     assert took < 2.0 + 1.0, took
     assert member.polls <= 4
