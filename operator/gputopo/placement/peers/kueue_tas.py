@@ -9,7 +9,8 @@ puts it.
 
 from __future__ import annotations
 
-from gputopo.placement.peers.hierarchy import GroupKey, hierarchical_best_fit
+from gputopo.placement.peers.hierarchy import hierarchical_best_fit
+from gputopo.placement.peers.tier_binpack import tier_keys
 from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable
 
 __all__ = ["place_kueue_tas"]
@@ -19,16 +20,10 @@ def place_kueue_tas(snapshot: Snapshot, request: Request) -> Placement | Unplace
     unknown = snapshot.tiers.unknown_tiers(request.required_tier, request.preferred_tier)
     if unknown:
         return Unplaceable(unknown[0], unknown[1:])
-    nvlink, domains, names = snapshot.nvlink_domains, snapshot.domains, [n.name for n in snapshot]
+    nvlink, names = snapshot.nvlink_domains, [n.name for n in snapshot]
 
     def clique(i: int) -> str:
         return nvlink[i] or f"node/{names[i]}"
 
-    def tier(level: int) -> GroupKey:
-        return lambda i: domains[i][level]
-
-    if request.required_tier is None:  # every tier, then the whole cluster
-        keys: list[GroupKey] = [clique, *(tier(t) for t in range(len(snapshot.tiers))), lambda i: "cluster"]
-    else:
-        keys = [clique, *(tier(t) for t in range(request.required_tier + 1))]
+    keys = [clique, *tier_keys(snapshot, request.required_tier)]
     return hierarchical_best_fit(snapshot, request, keys, unit=request.slice_size or 1, who="Kueue TAS")
