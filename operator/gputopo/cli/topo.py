@@ -39,6 +39,7 @@ from gputopo.topology import (
     to_status,
     with_gpu_model,
 )
+from gputopo.topology.fabric import node_domain
 from gputopo.topology.gang import split_evenly
 from gputopo.topology.nvidia_smi import cell_text
 
@@ -190,6 +191,7 @@ def _summary(topology: Topology) -> dict[str, Any]:
     ]
     everything = estimate_node(topology, range(n)) if n else None
     spec = gpu_spec(topology.gpu_model)
+    fabric = node_domain(topology) if any(g.fabric for g in topology.gpus) else None
     return {
         "gpu_count": n,
         "nic_count": len(topology.nics),
@@ -201,6 +203,11 @@ def _summary(topology: Topology) -> dict[str, Any]:
         "interconnect": interconnect_class(topology),
         "nvlink_domain_size": nvlink_domain_size(topology),
         "nvlink_domains": [list(d) for d in nvlink_domains(topology)],
+        "multi_node_nvlink": (
+            {"clique": fabric.clique or None, "health": str(fabric.health), "reason": fabric.reason or None}
+            if fabric
+            else None
+        ),
         "nics": nics,
         "links_not_up": not_up,
         "unhealthy_gpus": [g.index for g in topology.gpus if not g.healthy],
@@ -240,6 +247,10 @@ def _print_summary(topology: Topology, summary: dict[str, Any]) -> None:
     typer.echo(f"  Interconnect: {summary['interconnect']}; NVLink domain size {summary['nvlink_domain_size']}")
     domains = summary["nvlink_domains"]
     typer.echo("  NVLink domains: " + ("; ".join(_ranges(d) for d in domains) if domains else "none"))
+    mnnvl = summary["multi_node_nvlink"]
+    if mnnvl is not None:
+        why = f": {mnnvl['reason']}" if mnnvl["reason"] else ""
+        typer.echo(f"  Multi-node NVLink domain: {mnnvl['clique'] or 'none'} ({mnnvl['health']}{why})")
     if summary["busbw_GBps"] is not None:
         typer.echo(
             f"  Estimated all-reduce bus bandwidth, all GPUs: {summary['busbw_GBps']:.1f} GB/s "

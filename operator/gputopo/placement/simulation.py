@@ -2,7 +2,8 @@
 
 Jobs wait in arrival order; whenever GPUs free up the queue is tried again in order (jobs behind a
 blocked one may start: backfill without reservations). Each placed job is also given to the exact
-solver on the same snapshot, so the policy's bus bandwidth can be put against the best possible.
+solver on the same snapshot, so the policy's bus bandwidth can be put against the best possible (not on
+clusters with multi-node NVLink domains, which the reference's ILP does not model).
 """
 
 from __future__ import annotations
@@ -94,6 +95,8 @@ def simulate(
     on_event: Callable[[int, int], None] | None = None,
 ) -> PolicyReport:
     report = PolicyReport(policy_name)
+    # The ILP reference does not model multi-node NVLink domains, so on such clusters no optimum is computed.
+    exact = exact and not any(snapshot.nvlink_domains)
     events: list[tuple[float, int, int, Placement | None]] = []  # (time, kind 0=departure 1=arrival, job)
     for i, job in enumerate(trace):
         heapq.heappush(events, (job.arrival, 1, i, None))

@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 
 from gputopo.api.nodetopology import NodeTopology
 from gputopo.cli.main import app
-from gputopo.topology import load_topology, parse_nvidia_smi
+from gputopo.topology import load_node_type, load_topology, parse_nvidia_smi, to_status
 from gputopo.topology.catalog import fixture_text
+from gputopo.topology.fabric import with_fabric
 
 runner = CliRunner()
 
@@ -183,3 +184,19 @@ def test_show_node_without_a_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing.kubeconfig"))
     code, out, err = run("topo", "show", "--node", "gpu-1", "--json")
     assert code == 2 and out == "" and err.startswith("error: ")
+
+
+def test_topo_show_names_the_multi_node_nvlink_domain(tmp_path: Path) -> None:
+    tray = with_fabric(load_node_type("gb200-tray"), "0c7a1f52-3b6e-4d2a-9f00-000000000007", 3)
+    doc = {"kind": "NodeTopology", "status": to_status(tray).to_api()}
+    path = tmp_path / "tray.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    code, out, _ = run("topo", "show", str(path), "--json")
+    assert code == 0
+    assert json.loads(out)["multi_node_nvlink"] == {
+        "clique": "0c7a1f52-3b6e-4d2a-9f00-000000000007.3", "health": "Healthy", "reason": None,
+    }  # fmt: skip
+    code, out, _ = run("topo", "show", str(path))
+    assert code == 0 and "Multi-node NVLink domain: 0c7a1f52-3b6e-4d2a-9f00-000000000007.3 (Healthy)" in out
+    code, out, _ = run("topo", "show", "gb200-tray", "--json")
+    assert code == 0 and json.loads(out)["multi_node_nvlink"] is None
