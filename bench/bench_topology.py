@@ -19,7 +19,7 @@ from pathlib import Path
 
 from gputopo.api.nodetopology import LinkKind, LinkState
 from gputopo.topology import Gpu, Link, SystemFacts, Topology, estimate_node, load_node_type, well_connected_groups
-from gputopo.topology.calibration import calibrate, format_table, median_error
+from gputopo.topology.calibration import calibrate, calibrate_nvl72, format_table, median_error
 from gputopo.topology.estimate import clear_shared_tables
 
 REPORTS = Path(__file__).parent / "reports"
@@ -104,6 +104,7 @@ def main() -> None:
         est = measure(make, lambda t: estimate_node(t, range(16)), 100, "cold")
         rows.append({"what": "estimate 16-GPU set", "node": label, "cache": "cold", **est})
     results = calibrate()
+    nvl72 = calibrate_nvl72()
     reference = reference_ms()
     doc = {
         "machine": {
@@ -124,6 +125,17 @@ def main() -> None:
             for r in results
         ],
         "calibration_median_error": median_error(results),
+        "calibration_nvl72": [
+            {
+                "row": r.row,
+                "predicted": r.predicted,
+                "published": r.published,
+                "error": r.error,
+                "set_aside": r.set_aside,
+            }
+            for r in nvl72
+        ],
+        "calibration_nvl72_median_error": median_error(nvl72),
     }
     REPORTS.mkdir(exist_ok=True)
     (REPORTS / "topology.json").write_text(json.dumps(doc, indent=2))
@@ -146,6 +158,15 @@ def main() -> None:
             f"| {row['runs']} |"
         )
     lines += ["", "## Calibration against published nccl-tests results", "", format_table(results), ""]
+    lines += [
+        "## GB200 NVL72 (multi-node NVLink domains) against published nccl-tests results",
+        "",
+        "Sources in `operator/gputopo/topology/fixtures/nvl72-busbw-calibration.tsv`; GB200 trays spread evenly",
+        "over the rows' racks (`gputopo.topology.calibration.calibrate_nvl72`).",
+        "",
+        format_table(nvl72),
+        "",
+    ]
     (REPORTS / "topology.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
