@@ -7,16 +7,27 @@ topology says now (see ``failure``); only new plans read the quarantined view.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from gputopo.api.nodetopology import GpuHealthState, LinkState, NicState
+from gputopo.api.nodetopology import FabricHealth, GpuHealthState, LinkState, NicState
+from gputopo.topology.fabric import fabric_health, health_mask
 from gputopo.topology.model import Topology
 
 __all__ = ["Part", "Quarantine"]
 
-# ("link", a, b) | ("gpu", index, -1) | ("nic", name, -1)
+# ("link", a, b) | ("gpu", index, -1) | ("nic", name, -1) | ("fabric", gpu index, -1)
 Part = tuple[str, int | str, int]
+
+
+def _fabric_degraded(topology: Topology, index: int) -> Topology:
+    """The topology with GPU ``index``'s NVLink fabric reading degraded bandwidth (kept out of NVLink domains)."""
+    gpu = topology.gpus[index]
+    if gpu.fabric is None:
+        return topology
+    fabric = replace(gpu.fabric, health_mask=health_mask(degraded_bw=True))
+    gpus = tuple(replace(g, fabric=fabric) if g.index == index else g for g in topology.gpus)
+    return Topology(gpus, topology.links, topology.nics, topology.system)
 
 
 def failing_parts(topology: Topology) -> set[Part]:
@@ -27,6 +38,8 @@ def failing_parts(topology: Topology) -> set[Part]:
     for gpu in topology.gpus:
         if gpu.health is GpuHealthState.UNHEALTHY:
             parts.add(("gpu", gpu.index, -1))
+        if fabric_health(gpu.fabric)[0] is not FabricHealth.HEALTHY:
+            parts.add(("fabric", gpu.index, -1))
     for nic in topology.nics:
         if nic.state is NicState.DOWN:
             parts.add(("nic", nic.name, -1))
@@ -86,6 +99,8 @@ class Quarantine:
                 masked = masked.with_gpu_health(x, GpuHealthState.UNHEALTHY, "quarantined after a recent fault")
             elif kind == "nic" and isinstance(x, str):
                 masked = masked.with_nic_state(x, NicState.DOWN)
+            elif kind == "fabric" and isinstance(x, int) and x < masked.gpu_count:
+                masked = _fabric_degraded(masked, x)
         if len(self._masked) > 4096:
             self._masked.clear()
         self._masked[key] = (topology, masked)

@@ -6,10 +6,13 @@ from __future__ import annotations
 from control_builders import ClusterBuilder, at, cluster, job
 from test_reconcile import actions_of, gang, placed, run, running
 
+from gputopo.api.nodetopology import FabricHealth
 from gputopo.api.trainingjob import JobPhase
 from gputopo.control.facts import JobFacts
 from gputopo.control.failure import FaultKind, faults_under
+from gputopo.control.quarantine import Quarantine
 from gputopo.placement import Placement
+from gputopo.topology.fabric import node_domain
 
 
 def rack(trays: int = 6) -> ClusterBuilder:
@@ -65,3 +68,15 @@ def test_tolerate_keeps_the_gang_at_the_degraded_estimate() -> None:
     assert actions.status is not None and actions.status.phase is JobPhase.RUNNING
     assert not actions.deletions
     assert any("NVLink fabric bandwidth degraded" in e.message for e in actions.events)
+
+
+def test_a_tray_whose_fabric_flapped_stays_out_of_new_plans_for_a_while() -> None:
+    healthy = rack().view().topologies["t0"].topology
+    degraded = rack().fabric("t0", "degraded").view().topologies["t0"].topology
+    assert healthy is not None and degraded is not None
+    quarantine = Quarantine(seconds=30)
+    quarantine.observe("t0", degraded, at(0))
+    quarantine.observe("t0", healthy, at(1))
+    masked = quarantine.mask("t0", healthy, at(10))
+    assert node_domain(masked).health is FabricHealth.DEGRADED, "a fabric seen degraded is avoided after it heals"
+    assert quarantine.mask("t0", healthy, at(40)) is healthy
