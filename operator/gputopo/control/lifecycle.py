@@ -29,7 +29,7 @@ from gputopo.placement import types as engine
 from gputopo.placement.types import TierConfig
 from gputopo.topology.views import nearest_nics
 
-__all__ = ["Config", "JobStep", "Restart", "settle", "step"]
+__all__ = ["Config", "JobStep", "Restart", "settle", "step", "unreadable"]
 
 _API_TIME_RESOLUTION = timedelta(seconds=1)  # metav1.Time is serialised in whole seconds
 
@@ -442,6 +442,16 @@ def settle(
     if not out.old_pods_left:
         _create_gang(s, spec, placement, placement.workers)
     return PlannedGang(job.key, placement.generation, tuple((w.node, tuple(w.gpus)) for w in placement.workers), now)
+
+
+def unreadable(job: JobFacts, now: datetime, error: Exception) -> JobStep:
+    """The step of a job whose spec tripped the operator: Invalid, naming what failed, and nothing else done,
+    so one job the operator cannot read never stops the pass for the others."""
+    s = _Step(job, now)
+    message = f"gputopo could not read this job ({type(error).__name__}: {error}); fix the spec"
+    if s.condition("Invalid", True, "InvalidSpec", message):
+        s.out.actions.event("Warning", "InvalidSpec", message)
+    return _done(s)
 
 
 def _done(s: _Step) -> JobStep:

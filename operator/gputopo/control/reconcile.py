@@ -14,7 +14,7 @@ from gputopo.api.trainingjob import TrainingJobStatus
 from gputopo.control.actions import JobActions
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.ledger import PlannedGang
-from gputopo.control.lifecycle import TERMINAL, Config, JobStep, settle, step
+from gputopo.control.lifecycle import TERMINAL, Config, JobStep, settle, step, unreadable
 from gputopo.control.quarantine import Quarantine
 from gputopo.control.queue import Outcome, QueuedJob, drain
 from gputopo.control.view import ClusterView, build_snapshot
@@ -78,7 +78,11 @@ def run_pass(
     for key in sorted(jobs):
         job = jobs[key]
         pods = job_pods.get(key, ())
-        result = step(job, pods, view, config, now)
+        try:
+            result = step(job, pods, view, config, now)
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
+            # The spec is validated before it is read; this is the fence for what validation misses.
+            result = unreadable(job, now, error)
         steps[key] = result
         if job.status.phase not in TERMINAL:
             out.visible[key] = _visible_generation(job, pods)
@@ -110,7 +114,12 @@ def run_pass(
             key = outcome.queued.key
             if not isinstance(outcome.result, Placement):
                 out.queue_length += 1
-            plan = settle(jobs[key], steps[key], outcome.result, now)
+            try:
+                plan = settle(jobs[key], steps[key], outcome.result, now)
+            except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
+                # Building the gang read the template; the fence for what validation misses.
+                steps[key] = unreadable(jobs[key], now, error)
+                continue
             if plan is not None:
                 out.reservations.append(plan)
 

@@ -136,6 +136,11 @@ def _containers(pod: Mapping[str, Any], where: str) -> None:
         resources = _object(container.get("resources"), f"{at}.resources")
         for part in ("limits", "requests"):
             _object(resources.get(part), f"{at}.resources.{part}")
+        for j, raw_port in enumerate(_list(container.get("ports"), f"{at}.ports")):
+            port = _object(raw_port, f"{at}.ports[{j}]")
+            number = port.get("containerPort")
+            if number is not None and (isinstance(number, bool) or not isinstance(number, int)):
+                raise TemplateError(f"{at}.ports[{j}].containerPort: expected a port number, got {number!r}")
 
 
 def template_problem(template: Mapping[str, Any], root: str = "template") -> str | None:
