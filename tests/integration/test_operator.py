@@ -161,3 +161,35 @@ def test_an_invalid_job_gets_a_clear_condition(jobs: Jobs) -> None:
     assert condition["status"] == "True" and condition["reason"] == "InvalidSpec"
     assert "gpusPerWorker is 8" in condition["message"] and condition["observedGeneration"] == 1
     assert jobs.pods("mismatch") == []
+
+
+@pytest.mark.parametrize(
+    ("name", "container", "words"),
+    [
+        ("bad-port", {"name": "trainer", "image": "x", "ports": [{"containerPort": 70000}]}, "containerPort"),
+        ("bad-name", {"name": "Trainer_1", "image": "x"}, "Trainer_1"),
+        ("gpu-requests-not-limits",
+         {"name": "trainer", "image": "x",
+          "resources": {"limits": {"nvidia.com/gpu": 8}, "requests": {"nvidia.com/gpu": 4}}}, "nvidia.com/gpu"),
+        ("env-value-object", {"name": "trainer", "image": "x", "env": [{"name": "A", "value": {"x": 1}}]}, "env"),
+    ],
+    ids=["port-70000", "container-name-not-dns", "gpu-requests-not-limits", "env-value-an-object"],
+)  # fmt: skip
+def test_pods_the_api_server_refuses_end_the_job_invalid_with_its_words(
+    jobs: Jobs, name: str, container: dict[str, Any], words: str
+) -> None:
+    manifest = training_job(name, NS, gpusPerWorker=8)
+    manifest["spec"]["template"] = {"spec": {"containers": [container]}}
+    jobs.apply(manifest)
+    condition = jobs.wait(
+        "Invalid condition", lambda: (c := jobs.condition(name, "Invalid")) and c["status"] == "True" and c, 90
+    )
+    assert condition["reason"] == "PodRefused" and condition["observedGeneration"] == 1
+    assert "the API server refused" in condition["message"] and words in condition["message"]
+    # The GPUs are given back, nothing is left behind, and the operator does not try again.
+    status = jobs.wait("placement cleared", lambda: (s := jobs.status(name)).get("phase") == "Pending" and s, 30)
+    assert not (status.get("placement") or {}).get("workers")
+    jobs.wait("no pods", lambda: jobs.pods(name) == [], 30)
+    refusals = [e for e in jobs.events(name) if e.get("reason") == "PodRefused"]
+    assert sum(int(e.get("count") or 1) for e in refusals) == 1
+    jobs.delete(name, wait=True)

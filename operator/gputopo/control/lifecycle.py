@@ -29,7 +29,10 @@ from gputopo.placement import types as engine
 from gputopo.placement.types import TierConfig
 from gputopo.topology.views import nearest_nics
 
-__all__ = ["Config", "JobStep", "Restart", "settle", "step", "unreadable"]
+__all__ = ["POD_REFUSED", "Config", "JobStep", "Restart", "settle", "step", "unreadable"]
+
+# The Invalid condition's reason when the API server refused the gang's pods (recorded per generation).
+POD_REFUSED = "PodRefused"
 
 _API_TIME_RESOLUTION = timedelta(seconds=1)  # metav1.Time is serialised in whole seconds
 
@@ -113,7 +116,28 @@ def _placed(status: TrainingJobStatus) -> Placement | None:
     return placement if placement is not None and placement.workers else None
 
 
-def step(job: JobFacts, pods: Sequence[PodFacts], view: ClusterView, config: Config, now: datetime) -> JobStep:
+def _refused(status: TrainingJobStatus, generation: int) -> str | None:
+    """The API server's refusal of this generation's pods, as the status recorded it."""
+    for c in status.conditions:
+        if (
+            c.type == "Invalid"
+            and c.status == "True"
+            and c.reason == POD_REFUSED
+            and c.observed_generation == generation
+        ):
+            return c.message
+    return None
+
+
+def step(
+    job: JobFacts,
+    pods: Sequence[PodFacts],
+    view: ClusterView,
+    config: Config,
+    now: datetime,
+    refusal: str | None = None,
+) -> JobStep:
+    """``refusal``: the API server's answer when it refused to create this generation's pods (a 4xx)."""
     s = _Step(job, now)
     status, out = s.status, s.out
     # Pods of an earlier job of the same name are not ours: the garbage collector may not have got to them.
@@ -143,8 +167,20 @@ def step(job: JobFacts, pods: Sequence[PodFacts], view: ClusterView, config: Con
         if _placed(status) is None:
             s.condition("Placed", False, "InvalidSpec", "fix the spec to queue the job")
             return _done(s)
-    elif s.is_true("Invalid"):
-        s.condition("Invalid", False, "Valid", "")
+    else:
+        refused = refusal or _refused(status, job.generation)
+        if refused is not None:
+            # The API server will refuse these pods again until the spec changes: give the GPUs back, stop.
+            if s.condition("Invalid", True, POD_REFUSED, refused):
+                out.actions.event("Warning", POD_REFUSED, refused)
+            s.delete([p for p in ours if not p.deleting], 0)
+            if _placed(status) is not None:
+                s.clear_placement()
+            status.phase = JobPhase.PENDING
+            s.condition("Placed", False, POD_REFUSED, "fix the pod template to queue the job again")
+            return _done(s)
+        if s.is_true("Invalid"):
+            s.condition("Invalid", False, "Valid", "")
     spec = job.spec
     assert spec is not None  # problems() reports a spec that does not parse
 

@@ -69,9 +69,11 @@ def run_pass(
     starvation_seconds: float = 300.0,
     clock: Callable[[], float] | None = None,
     restarts_first: bool = False,
+    refused: Mapping[JobKey, str] | None = None,
 ) -> Pass:
     """With ``restarts_first``, a pass that restarts a gang places nothing: it records the restarts at once
-    and asks to run again right away (``wake_at`` now), when the waiting jobs are placed."""
+    and asks to run again right away (``wake_at`` now), when the waiting jobs are placed. ``refused`` holds
+    the API server's answers to jobs whose pods it refused to create (their jobs turn Invalid)."""
     out = Pass()
     steps: dict[JobKey, JobStep] = {}
     queued: list[QueuedJob] = []
@@ -79,7 +81,7 @@ def run_pass(
         job = jobs[key]
         pods = job_pods.get(key, ())
         try:
-            result = step(job, pods, view, config, now)
+            result = step(job, pods, view, config, now, (refused or {}).get(key))
         except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
             # The spec is validated before it is read; this is the fence for what validation misses.
             result = unreadable(job, now, error)

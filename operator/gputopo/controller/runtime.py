@@ -29,9 +29,18 @@ from gputopo.controller.metrics import Metrics
 from gputopo.controller.settings import OperatorSettings
 from gputopo.placement.types import Policy
 
-__all__ = ["Runtime", "World"]
+__all__ = ["REFUSED", "Runtime", "World", "retry_delay"]
 
 logger = logging.getLogger("gputopo.controller")
+
+
+# A create the API server answers with one of these will fail again the same way: the spec is at fault.
+REFUSED = frozenset({400, 403, 422})
+
+
+def retry_delay(failures: int) -> float:
+    """Seconds before retrying a job whose apply failed ``failures`` times in a row: 0.5 s doubling to 30 s."""
+    return float(min(30.0, 0.5 * 2 ** (failures - 1)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +62,10 @@ class Runtime:
     statuses: StatusCache = field(default_factory=StatusCache)
     quarantine: Quarantine = field(default_factory=lambda: Quarantine(60.0))
     avoid: dict[JobKey, tuple[frozenset[str], datetime]] = field(default_factory=dict)
+    # Jobs whose pods the API server refused to create: (generation, its answer), until the spec changes.
+    refused: dict[JobKey, tuple[int, str]] = field(default_factory=dict)
+    # Consecutive failed applies per job, for the retry backoff.
+    failures: dict[JobKey, int] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     passes: int = 0
     last_pass: datetime | None = None
@@ -96,6 +109,10 @@ class Runtime:
         self.statuses.forget(set(jobs))
         for key in [k for k, (_, until) in self.avoid.items() if until <= now or k not in jobs]:
             del self.avoid[key]
+        for key in [k for k, (gen, _) in self.refused.items() if k not in jobs or jobs[k].generation != gen]:
+            del self.refused[key]
+        for key in [k for k in self.failures if k not in jobs]:
+            del self.failures[key]
         result = run_pass(
             jobs,
             world.job_pods,
@@ -109,6 +126,7 @@ class Runtime:
             self.settings.starvation_seconds,
             time.perf_counter,
             restarts_first=True,
+            refused={key: message for key, (_, message) in self.refused.items()},
         )
         self.ledger.prune(result.visible)
         hold = timedelta(seconds=2 * self.settings.unschedulable_timeout_seconds)
@@ -145,18 +163,32 @@ class Runtime:
                     raise
                 self.statuses.wrote(job, version, actions.status)
             await asyncio.gather(*(client.delete_pod(namespace, d.name, d.grace_seconds) for d in actions.deletions))
-            if actions.pods and actions.service is not None:
-                await client.create_service(actions.service)
-            await asyncio.gather(*(client.create_pod(body) for body in actions.pods))  # raises unless all exist
-            await asyncio.gather(
-                *(client.ungate(namespace, pod) for pod in (*actions.ungate, *actions.ungate_once_created))
-            )
-            if actions.delete_job:
-                await client.delete_job(namespace, name)
+            try:
+                if actions.pods and actions.service is not None:
+                    await client.create_service(actions.service)
+                await asyncio.gather(*(client.create_pod(body) for body in actions.pods))  # raises unless all exist
+            except ApiError as exc:
+                if exc.status not in REFUSED:
+                    raise
+                # The API server will refuse this gang until its spec changes: the next pass marks the job
+                # Invalid with these words and deletes what was created; its GPUs are free again now.
+                self.refused[actions.job] = (job.generation, f"the API server refused the gang's pods: {exc}")
+                self.ledger.release(actions.job)
+                self.poke()
+            else:
+                await asyncio.gather(
+                    *(client.ungate(namespace, pod) for pod in (*actions.ungate, *actions.ungate_once_created))
+                )
+                if actions.delete_job:
+                    await client.delete_job(namespace, name)
         except ApiError as exc:
             self.metrics.api_errors.labels(operation=exc.reason or "unknown").inc()
             logger.warning("%s/%s: %s", namespace, name, exc)
-            self.poke()  # retry on the next pass
+            failures = self.failures[actions.job] = self.failures.get(actions.job, 0) + 1
+            delay = retry_delay(failures)
+            asyncio.get_running_loop().call_later(delay, self.poke)  # retry, backing off
+        else:
+            self.failures.pop(actions.job, None)
         outcomes = await asyncio.gather(
             *(client.event(namespace, name, actions.uid, n.type, n.reason, n.message) for n in actions.events),
             return_exceptions=True,

@@ -5,14 +5,17 @@ The pod template is free-form in the CRD, so the API server stores shapes the op
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
-from control_builders import cluster, job
-from test_reconcile import actions_of, run
+from control_builders import at, cluster, job
+from test_reconcile import CONFIG, actions_of, run
 
 from gputopo.control import reconcile
 from gputopo.control.facts import JobFacts
+from gputopo.controller.runtime import retry_delay
+from gputopo.placement import place
 
 GOOD = {"name": "trainer", "image": "pytorch", "resources": {"limits": {"nvidia.com/gpu": 8}}}
 
@@ -88,3 +91,33 @@ def test_a_job_the_operator_trips_over_is_fenced_off(monkeypatch: pytest.MonkeyP
     invalid = next(c for c in status.conditions if c.type == "Invalid")
     assert "could not read this job (AttributeError: 'str' object has no attribute 'get')" in invalid.message
     assert [p["metadata"]["name"] for p in actions_of(result, "good").pods] == ["good-0"]
+
+
+def test_pods_the_api_server_refused_make_the_job_invalid_free_its_gpus_and_stop_retrying() -> None:
+    view = cluster().node("n1").view()
+    first = run([job("bad")], view)
+    placed_status = actions_of(first, "bad").status
+    assert placed_status is not None and placed_status.placement is not None
+    refused = job("bad", status=placed_status)
+    answer = "the API server refused the gang's pods: create pod bad-0: 422 Invalid: port 70000 must be 1-65535"
+    result = reconcile.run_pass(
+        {refused.key: refused}, {}, view, first.reservations, {}, CONFIG, at(20), place, refused={refused.key: answer}
+    )
+    status = actions_of(result, "bad").status
+    assert status is not None
+    invalid = next(c for c in status.conditions if c.type == "Invalid")
+    assert (invalid.status, invalid.reason, invalid.message) == ("True", "PodRefused", answer)
+    assert status.phase == "Pending" and not (status.placement and status.placement.workers)
+    assert result.outcomes == [] and result.reservations == []
+    # Later passes read the refusal from the status: no new attempt until the spec changes.
+    again = reconcile.run_pass({refused.key: job("bad", status=status)}, {}, view, [], {}, CONFIG, at(30), place)
+    assert again.outcomes == [] and all(not a.pods for a in again.actions)
+    edited = replace(job("bad", status=status), generation=2)
+    retried = reconcile.run_pass({edited.key: edited}, {}, view, [], {}, CONFIG, at(40), place)
+    assert [p["metadata"]["name"] for p in actions_of(retried, "bad").pods] == ["bad-0"]
+
+
+@pytest.mark.parametrize(("failures", "delay"), [(1, 0.5), (2, 1.0), (5, 8.0), (7, 30.0), (50, 30.0)],
+                         ids=["first", "second", "fifth", "capped", "long-run"])  # fmt: skip
+def test_failed_applies_back_off(failures: int, delay: float) -> None:
+    assert retry_delay(failures) == delay
