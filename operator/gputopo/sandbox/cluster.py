@@ -133,6 +133,7 @@ class Sandbox:
             _log(f"reusing running sandbox {self.name!r} ({nodes} nodes, profile {profile})")
         else:
             self._start_cluster()
+        self.start_supervisor()
         self._install_crds()
         self._create_nodes(plans)
         self._save_state(nodes=nodes, profile=profile, node_names=[p.name for p in plans])
@@ -236,6 +237,20 @@ class Sandbox:
         self.fault_dir.mkdir(parents=True, exist_ok=True)
         _log(f"{len(plans)} simulated GPU nodes registered")
 
+    @property
+    def cluster_dir(self) -> Path:
+        """kwokctl's directory of this cluster: its resolved configuration, pid files and logs."""
+        return self.dir / "kwok" / "clusters" / self.name
+
+    def start_supervisor(self) -> None:
+        """Keep kube-scheduler and kube-controller-manager running (``gputopo.sandbox.supervisor``)."""
+        pid_file = self._pid_file("supervisor")
+        if processes.alive(pid_file):
+            return
+        argv = [sys.executable, "-m", "gputopo.sandbox.supervisor", "--cluster-dir", str(self.cluster_dir)]
+        processes.start(argv, pid_file=pid_file, log_file=self.log_dir / "supervisor.log")
+        _log(f"control-plane supervisor started (log: {self.log_dir / 'supervisor.log'})")
+
     def start_probes(self, plans: Sequence[NodePlan] | None = None, *, interval: float = 1.0) -> None:
         pid_file = self._pid_file("probe-farm")
         if processes.alive(pid_file):
@@ -301,7 +316,7 @@ class Sandbox:
         )
 
     def down(self) -> None:
-        for what in ("operator", "probe-farm"):
+        for what in ("supervisor", "operator", "probe-farm"):
             if processes.stop(self._pid_file(what)):
                 _log(f"stopped {what}")
         if self.dir.exists():
