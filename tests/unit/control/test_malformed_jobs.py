@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from control_builders import at, cluster, job
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_reconcile import CONFIG, actions_of, run
 
 from gputopo.control import reconcile
@@ -121,3 +123,26 @@ def test_pods_the_api_server_refused_make_the_job_invalid_free_its_gpus_and_stop
                          ids=["first", "second", "fifth", "capped", "long-run"])  # fmt: skip
 def test_failed_applies_back_off(failures: int, delay: float) -> None:
     assert retry_delay(failures) == delay
+
+
+_scalars = st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False) | st.text(max_size=8)
+_garbage = st.recursive(
+    _scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)  # fmt: skip
+_POD_FIELDS = ["affinity", "nodeSelector", "tolerations", "containers", "restartPolicy", "nodeName", "schedulingGates"]
+_CONTAINER_FIELDS = ["resources", "ports", "env", "name", "image"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    where=st.sampled_from([("pod", f) for f in _POD_FIELDS] + [("container", f) for f in _CONTAINER_FIELDS]),
+    value=_garbage,
+)
+def test_generated_garbage_in_a_template_never_stops_the_pass(where: tuple[str, str], value: Any) -> None:
+    kind, name = where
+    template = _template(**{name: value}) if kind == "pod" else _container(**{name: value})
+    bad = job("bad", template=template)  # a spec the schema refuses has spec None and its error kept
+    good = job("good", created=1.0)
+    result = run([bad, good], cluster().node("n1").node("n2").view())
+    assert [p["metadata"]["name"] for p in actions_of(result, "good").pods] == ["good-0"]
