@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from gputopo.controller.testing import wait_for
 from gputopo.sandbox import Sandbox, processes
+from gputopo.sandbox.harness import wait_for
 from gputopo.sandbox.supervisor import Component, components, start_component
 
 NAME = os.environ.get("GPUTOPO_TEST_SANDBOX", "gputopo-test") + "-restart"
