@@ -168,12 +168,12 @@ def test_an_invalid_job_gets_a_clear_condition(jobs: Jobs) -> None:
     [
         ("bad-port", {"name": "trainer", "image": "x", "ports": [{"containerPort": 70000}]}, "containerPort"),
         ("bad-name", {"name": "Trainer_1", "image": "x"}, "Trainer_1"),
-        ("gpu-requests-not-limits",
+        ("cpu-requests-above-limits",
          {"name": "trainer", "image": "x",
-          "resources": {"limits": {"nvidia.com/gpu": 8}, "requests": {"nvidia.com/gpu": 4}}}, "nvidia.com/gpu"),
+          "resources": {"limits": {"nvidia.com/gpu": 8, "cpu": "1"}, "requests": {"cpu": "2"}}}, "cpu"),
         ("env-value-object", {"name": "trainer", "image": "x", "env": [{"name": "A", "value": {"x": 1}}]}, "env"),
     ],
-    ids=["port-70000", "container-name-not-dns", "gpu-requests-not-limits", "env-value-an-object"],
+    ids=["port-70000", "container-name-not-dns", "cpu-requests-above-limits", "env-value-an-object"],
 )  # fmt: skip
 def test_pods_the_api_server_refuses_end_the_job_invalid_with_its_words(
     jobs: Jobs, name: str, container: dict[str, Any], words: str

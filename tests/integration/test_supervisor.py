@@ -55,7 +55,7 @@ def test_scheduler_and_controller_manager_come_back_after_an_api_server_restart(
     before = {name: _pid(c.pid_file) for name, c in supervised.items()}
     (apiserver,) = components(box.cluster_dir, ("kube-apiserver",))
 
-    os.kill(_pid(apiserver.pid_file), signal.SIGTERM)
+    os.kill(_pid(apiserver.pid_file), signal.SIGKILL)  # as a crash or a node reboot would
     wait_for("kube-apiserver stopped", lambda: not processes.alive(apiserver.pid_file), 30)
     # Each lease lapses: a component that cannot renew within its deadline (10 s) exits.
     wait_for(
