@@ -3,7 +3,8 @@
 # into a cache outside the repository. Idempotent: a binary that exists with the right version stamp is kept.
 #
 #   hack/build-k8s.sh            build what is missing, print the bin directory on the last line
-#   WITH_KIND=1 hack/build-k8s.sh   also build kind (useful only where a Docker engine runs)
+#   WITH_KIND=1 hack/build-k8s.sh   also build kind and the node components kind's node image needs
+#                                   (kubelet, kubeadm, kube-proxy); hack/build-kind-node.sh uses this
 set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
@@ -33,8 +34,9 @@ stamp_ok() { # name version
 mark() { printf '%s' "$2" >"$BIN/.$1.version"; }
 
 build_kubernetes() {
-  local need=()
-  for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  local need=() components=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+  if [ "${WITH_KIND:-0}" = "1" ]; then components+=(kubelet kubeadm kube-proxy); fi
+  for c in "${components[@]}"; do
     stamp_ok "$c" "$KUBE_VERSION" || need+=("$c")
   done
   [ "${#need[@]}" -eq 0 ] && { log "kubernetes $KUBE_VERSION: cached"; return; }
@@ -66,6 +68,9 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubernetes/cmd/kubeadm"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
 )
 GO
   log "kubernetes $KUBE_VERSION: go mod tidy (downloads modules on a cold cache)"
@@ -76,13 +81,13 @@ GO
     ld="$ld -X $key.gitVersion=$KUBE_VERSION -X $key.gitMajor=1 -X $key.gitMinor=$minor"
     ld="$ld -X $key.gitTreeState=clean -X $key.buildDate=$date -X $key.gitCommit=0000000000000000000000000000000000000000"
   done
-  for c in "${need[@]}"; do
-    log "kubernetes $KUBE_VERSION: building $c"
-    local t0=$SECONDS
-    (cd "$mod" && go build -trimpath -ldflags "$ld" -o "$BIN/$c" "k8s.io/kubernetes/cmd/$c")
-    mark "$c" "$KUBE_VERSION"
-    log "kubernetes $KUBE_VERSION: $c built in $((SECONDS - t0)) s"
-  done
+  # One go build for all of them: shared packages compile once and the links run in parallel.
+  local pkgs=() t0=$SECONDS
+  for c in "${need[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  log "kubernetes $KUBE_VERSION: building ${need[*]}"
+  (cd "$mod" && go build -trimpath -ldflags "$ld" -o "$BIN/" "${pkgs[@]}")
+  for c in "${need[@]}"; do mark "$c" "$KUBE_VERSION"; done
+  log "kubernetes $KUBE_VERSION: ${need[*]} built in $((SECONDS - t0)) s"
 }
 
 build_etcd() {
