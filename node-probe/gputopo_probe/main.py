@@ -20,7 +20,7 @@ import pynvml
 
 from gputopo.topology.model import Topology
 from gputopo_probe.discovery.sysfs import Sysfs
-from gputopo_probe.errors import ProbeError
+from gputopo_probe.errors import ApiError, ProbeError
 from gputopo_probe.nvml import Nvml, translate
 from gputopo_probe.probe import Probe, to_yaml
 from gputopo_probe.runner import DEFAULT_CONFIRM_S
@@ -46,7 +46,18 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--fault-dir", default=None, help="fault files of fake nodes (gputopo sandbox fault)")
     p.add_argument("--listen", default="0.0.0.0:8080", help="HOST:PORT for /healthz /readyz /metrics; 0 or off")
-    p.add_argument("--fake-allocation", choices=["plan", "device-plugin"], default="plan")
+    p.add_argument(
+        "--fake-allocation",
+        choices=["plan", "device-plugin", "kubelet"],
+        default="plan",
+        help="fake nodes' pod GPUs: the operator's plan, a model of NVIDIA's device plugin, or (one node on a "
+        "real kubelet) a fake device plugin registered with the kubelet and the kubelet's own PodResources",
+    )
+    p.add_argument(
+        "--device-plugin-dir",
+        default="/var/lib/kubelet/device-plugins",
+        help="the kubelet's device plugin directory (--fake-allocation kubelet)",
+    )
     p.add_argument("--heartbeat", type=float, default=60.0, help="seconds between unchanged status writes")
     p.add_argument("-v", "--verbose", action="store_true")
 
@@ -58,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--print", action="store_true", help="print the NodeTopology YAML instead of publishing")
     p.add_argument(
         "--fake", metavar="TOPOLOGY", help="fake NVML and sysfs from nvidia-smi text, YAML or a catalog name"
+    )
+    p.add_argument(
+        "--fake-topology-label",
+        default=None,
+        metavar="KEY",
+        help="with --fake: the node's label KEY, where it has one, names its fake topology instead",
     )
     p.add_argument("--gpu-model", default=None)
     p.add_argument("--sysfs-root", default="/sys")
@@ -88,13 +105,26 @@ def _fake(node: str, topology: Topology, fault_dir: str | None) -> FakeNode:
     return FakeNode(node, topology, faults=FaultStore(fault_dir) if fault_dir else None)
 
 
+def _labelled_topology(args: argparse.Namespace, node: str) -> str:
+    """The fake topology that the node's ``--fake-topology-label`` names, else ``--fake``."""
+    from gputopo_probe.publish.kube import Kube, load_api_client
+
+    try:
+        labels = Kube(load_api_client(args.kubeconfig)).node_labels(node)
+    except ApiError as error:
+        raise ProbeError(f"cannot read node {node}'s labels for --fake-topology-label: {error}") from error
+    name = labels.get(args.fake_topology_label, "")
+    return name or str(args.fake)
+
+
 def run_single(args: argparse.Namespace) -> int:
     node = args.node_name or socket.gethostname()
     fake: FakeNode | None = None
     if args.fake:
         from gputopo_probe.source import load_fake_topology
 
-        fake = _fake(node, load_fake_topology(args.fake, args.gpu_model), args.fault_dir)
+        source = _labelled_topology(args, node) if args.fake_topology_label else args.fake
+        fake = _fake(node, load_fake_topology(source, args.gpu_model), args.fault_dir)
         nvml, sysfs = Nvml(fake.nvml), Sysfs(fake.sysfs_root)
     else:
         nvml, sysfs = _real_nvml(), Sysfs(args.sysfs_root)

@@ -16,6 +16,7 @@ from gputopo_probe.publish.server import Metrics, ProbeServer, parse_listen
 from gputopo_probe.runner import Member, Runner
 
 if TYPE_CHECKING:
+    from gputopo_probe.fake.deviceplugin import FakeDevicePlugin
     from gputopo_probe.fake.node import FakeNode
     from gputopo_probe.fake.podwatch import PodWatch
 
@@ -44,7 +45,10 @@ def serve_single(args: argparse.Namespace, node: str, nvml: Nvml, sysfs: Sysfs, 
     kube = Kube(load_api_client(args.kubeconfig))
     pods: PodSource | None = None
     watch: PodWatch | None = None
-    if fake is not None:
+    plugin: FakeDevicePlugin | None = None
+    # Pod GPUs come from the kubelet on real nodes, and on fake nodes whose GPUs a real kubelet hands out.
+    from_kubelet = fake is None or args.fake_allocation == "kubelet"
+    if fake is not None and not from_kubelet:
         from gputopo_probe.fake.allocation import FakeAllocator
         from gputopo_probe.fake.podwatch import PodWatch
 
@@ -59,12 +63,19 @@ def serve_single(args: argparse.Namespace, node: str, nvml: Nvml, sysfs: Sysfs, 
         before_poll=fake.sync_faults if fake else None,
         pods=pods,
     )
-    if fake is None and os.path.exists(args.pod_resources_socket):
+    discovered = probe.inventory.topology
+    if fake is not None and from_kubelet:
+        from gputopo_probe.fake.deviceplugin import FakeDevicePlugin
+
+        # Advertised under the UUIDs the fake NVML reports, as NVIDIA's plugin does with real NVML.
+        nvml_of_fake = fake.nvml  # its xid map is replaced as faults change: read it at each call
+        plugin = FakeDevicePlugin(discovered, lambda: set(nvml_of_fake.xid), plugin_dir=args.device_plugin_dir)
+        plugin.start()
+    if from_kubelet and os.path.exists(args.pod_resources_socket):
         from gputopo_probe.podresources.client import PodResourcesClient  # grpc only where a kubelet is
 
-        pods_client = PodResourcesClient(args.pod_resources_socket)
-        probe.pods = pods_client.source([g.uuid for g in probe.inventory.topology.gpus])
-    elif fake is None:
+        probe.pods = PodResourcesClient(args.pod_resources_socket).source([g.uuid for g in discovered.gpus])
+    elif from_kubelet:
         log.info("no PodResources socket at %s: not reporting pod GPUs", args.pod_resources_socket)
     publisher = Publisher(kube, node, heartbeat_s=args.heartbeat)
     if args.once:
@@ -78,3 +89,5 @@ def serve_single(args: argparse.Namespace, node: str, nvml: Nvml, sysfs: Sysfs, 
     finally:
         if watch:
             watch.stop()
+        if plugin:
+            plugin.stop()

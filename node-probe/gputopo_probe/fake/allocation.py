@@ -31,19 +31,25 @@ def _pair_score(topology: Topology, a: int, b: int) -> int:
     return _PCIE_SCORE.get(link.kind, 10)
 
 
-def best_effort(topology: Topology, free: list[int], size: int) -> list[int] | None:
-    """The device plugin's best-effort choice of ``size`` GPUs among ``free``; None when too few."""
-    if size > len(free):
+def best_effort(topology: Topology, free: list[int], size: int, must: tuple[int, ...] = ()) -> list[int] | None:
+    """The device plugin's best-effort choice of ``size`` GPUs among ``free``; None when too few.
+
+    ``must`` (the kubelet's must-include devices, not in ``free``) count towards the size and the score.
+    """
+    extra = size - len(must)
+    if extra > len(free) or extra < 0:
         return None
+    if extra == 0:
+        return sorted(must)
     if size == 1:
-        return [free[0]]
+        return [min(free)]
     best: tuple[int, ...] | None = None
     best_score = -1
-    for group in combinations(sorted(free), size):
-        score = sum(_pair_score(topology, a, b) for a, b in combinations(group, 2))
+    for group in combinations(sorted(free), extra):
+        score = sum(_pair_score(topology, a, b) for a, b in combinations((*must, *group), 2))
         if score > best_score:
             best, best_score = group, score
-    return list(best) if best else None
+    return sorted((*must, *best)) if best else None
 
 
 def gpu_request(pod: Mapping[str, Any]) -> int:

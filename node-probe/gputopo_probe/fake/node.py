@@ -48,7 +48,7 @@ class FakeNode:
         self._own_root = sysfs_root is None
         self.sysfs_root = sysfs_root or Path(tempfile.mkdtemp(prefix=f"gputopo-sysfs-{name}-", dir=_scratch()))
         tree = build_pci_tree(topology, _nvswitch_count(topology))
-        self.nvml = FakeNvml(topology, tree, hide_switches=hide_switches)
+        self.nvml = FakeNvml(topology, tree, hide_switches=hide_switches, node=name)
         self.sysfs = FakeSysfs(self.sysfs_root, topology, tree)
         self._applied = NodeFaults()
         self._xid_seq: dict[int, int] = {}

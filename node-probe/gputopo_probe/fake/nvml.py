@@ -7,6 +7,7 @@ the probe's error translation runs exactly as on hardware.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import uuid
 from dataclasses import dataclass, field, replace
@@ -65,6 +66,12 @@ def architecture_of(model: str, architecture: str, nvlink_version: int) -> int:
     return by_nvlink.get(nvlink_version, 0xFFFFFFFF)
 
 
+def _fake_uuid(node: str, model: str, index: int) -> str:
+    """The same UUID in every process (a kubelet keeps device ids across restarts of the probe), one per node."""
+    digest = int(hashlib.sha256(f"{node}/{model}/{index}".encode()).hexdigest()[:12], 16) % 10**12
+    return f"GPU-{index:08x}-fake-{digest:012d}"
+
+
 @dataclass
 class _Port:
     remote_bdf: str
@@ -110,7 +117,8 @@ class FakeNvml:
 
     BACKEND: Final = "fake"
 
-    def __init__(self, topology: Topology, tree: PciTree, *, hide_switches: bool = False) -> None:
+    def __init__(self, topology: Topology, tree: PciTree, *, hide_switches: bool = False, node: str = "") -> None:
+        self.node = node  # makes GPU UUIDs unique across the fake nodes of one cluster
         self.topology = topology
         self.hide_switches = hide_switches
         self.unsupported: set[str] = set()
@@ -137,7 +145,7 @@ class FakeNvml:
         generation = gpu.nvlink_version or _ARCH_NVLINK.get(arch, 3)
         return FakeDevice(
             index=i,
-            uuid=gpu.uuid or f"GPU-{i:08x}-fake-{abs(hash((gpu.model, i))) % 10**12:012d}",
+            uuid=gpu.uuid or _fake_uuid(self.node, gpu.model or "", i),
             name=gpu.model or "NVIDIA GPU",
             arch=arch,
             memory_mib=gpu.memory_mib or 81559,

@@ -37,6 +37,11 @@ class Kube:
         node = self.api.request("GET", f"/api/v1/nodes/{name}")
         return str((node or {}).get("metadata", {}).get("uid", ""))
 
+    def node_labels(self, name: str) -> dict[str, str]:
+        node = self.api.request("GET", f"/api/v1/nodes/{name}")
+        labels = (node or {}).get("metadata", {}).get("labels") or {}
+        return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+
     def apply_node_topology(self, name: str, node_uid: str, status: dict[str, Any]) -> None:
         """Server-side apply of NodeTopology/<name> (owned by its Node), then of its status."""
         meta: dict[str, Any] = {"name": name}
