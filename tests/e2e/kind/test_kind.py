@@ -1,199 +1,245 @@
-"""End to end on kind: the images, the chart, a TrainingJob and a link failure on a real cluster.
+"""End to end on kind: real kubelets, real containers, the chart as a user installs it.
 
-Needs a Docker engine and kind; skipped otherwise. See README.md in this directory.
+The workers' GPUs are fake (the probe fakes NVML and registers a device plugin with each real kubelet), everything
+else is real: the kubelets admit the pods and choose their GPUs, the pods resolve MASTER_ADDR through cluster DNS,
+and the ranks (images/allreduce) rendezvous and all-reduce over the pod network.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
+import time
 from typing import Any
 
 import pytest
 import yaml
+from kind_cluster import EVERY, FAULT_DIR, NS, RELEASE, ROOT, TAG, TIMINGS, TOPOLOGY_LABEL, Kind
 
-from gputopo.sandbox.binaries import KUBE_VERSION, cache_root
+from gputopo.api.group import LABEL_JOB, LABEL_RANK
 from gputopo.sandbox.testing import wait_for
 
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
 
-ROOT = Path(__file__).parents[3]
-HERE = Path(__file__).parent
-CLUSTER = "gputopo-e2e"
-NS = "gputopo-system"
-RELEASE = "gputopo"
-TAG = "e2e"
-GPUS_PER_NODE = 8
-FAULT_DIR = "/tmp/gputopo-faults"  # the probe's writable scratch dir (an emptyDir in the chart)
-EVERY = 2.0  # seconds between polls of the kind cluster
+JOBS_NS = "default"
+OPERATOR = "app.kubernetes.io/component=operator"
+PROBE = "app.kubernetes.io/component=probe"
 
 
-def tool(name: str) -> str | None:
-    cached = cache_root() / f"k8s-{KUBE_VERSION}" / "bin" / name
-    return str(cached) if cached.is_file() else shutil.which(name)
-
-
-def docker_works() -> str | None:
-    """None when a Docker engine answers; otherwise why the test cannot run."""
-    if shutil.which("docker") is None:
-        return "no docker client on PATH"
-    probe = subprocess.run(["docker", "info"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        return f"no Docker engine (docker info: {probe.stderr.strip().splitlines()[-1:] or 'failed'})"
-    return None
-
-
-def run(*argv: str, input: str | None = None, timeout: float = 900) -> str:
-    proc = subprocess.run(list(argv), input=input, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise AssertionError(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr}")
-    return proc.stdout
-
-
-class Kind:
-    def __init__(self, kind: str, kubectl: str, helm: str, kubeconfig: Path) -> None:
-        self.kind, self.kubectl_bin, self.helm_bin, self.kubeconfig = kind, kubectl, helm, kubeconfig
-
-    def kubectl(self, *args: str, input: str | None = None) -> str:
-        return run(self.kubectl_bin, "--kubeconfig", str(self.kubeconfig), *args, input=input)
-
-    def get(self, *args: str) -> Any:
-        return json.loads(self.kubectl("get", *args, "-o", "json"))
-
-    def helm(self, *args: str) -> str:
-        return run(self.helm_bin, "--kubeconfig", str(self.kubeconfig), *args)
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kind]:
-    reason = docker_works()
-    if reason:
-        pytest.skip(f"kind e2e needs a Docker engine: {reason}")
-    kind, kubectl, helm = tool("kind"), tool("kubectl"), tool("helm")
-    if not (kind and kubectl and helm):
-        pytest.skip("kind e2e needs kind, kubectl and helm (WITH_KIND=1 hack/build-k8s.sh builds all three)")
-    kubeconfig = tmp_path_factory.mktemp("kind") / "kubeconfig"
-    for image in ("operator", "probe"):
-        run("docker", "build", "-f", str(ROOT / "images" / image / "Dockerfile"), "-t", f"gputopo-{image}:{TAG}",
-            str(ROOT), timeout=1800)  # fmt: skip
-    run(kind, "create", "cluster", "--name", CLUSTER, "--config", str(HERE / "kind-config.yaml"),
-        "--kubeconfig", str(kubeconfig), "--wait", "180s")  # fmt: skip
-    try:
-        for image in ("operator", "probe"):
-            run(kind, "load", "docker-image", f"gputopo-{image}:{TAG}", "--name", CLUSTER)
-        yield Kind(kind, kubectl, helm, kubeconfig)
-    finally:
-        if os.environ.get("GPUTOPO_KEEP_KIND") != "1":
-            subprocess.run([kind, "delete", "cluster", "--name", CLUSTER], capture_output=True)
-
-
-@pytest.fixture(scope="module")
-def workers(cluster: Kind) -> list[str]:
-    """The GPU workers, each advertising nvidia.com/gpu as a device plugin would."""
-    names = cluster.kubectl(
-        "get", "nodes", "-l", "nvidia.com/gpu.present=true", "-o", "jsonpath={.items[*].metadata.name}"
-    ).split()
-    assert len(names) == 2, names
-    for name in names:
-        patch = [
-            {"op": "add", "path": "/status/capacity/nvidia.com~1gpu", "value": str(GPUS_PER_NODE)},
-            {"op": "add", "path": "/status/allocatable/nvidia.com~1gpu", "value": str(GPUS_PER_NODE)},
-        ]
-        cluster.kubectl("patch", "node", name, "--subresource=status", "--type=json", "-p", json.dumps(patch))
-    return sorted(names)
-
-
-@pytest.fixture(scope="module")
-def installed(cluster: Kind, workers: list[str]) -> Kind:
-    cluster.kubectl("create", "namespace", NS)
-    # The probe mounts host paths (sysfs, the pod-resources socket).
-    cluster.kubectl("label", "namespace", NS, "pod-security.kubernetes.io/enforce=privileged")
-    cluster.helm(
-        "install", RELEASE, str(ROOT / "charts" / "gputopo"), "-n", NS, "--wait", "--timeout", "5m",
-        "--set", "operator.image.repository=gputopo-operator", "--set", f"operator.image.tag={TAG}",
-        "--set", "operator.image.pullPolicy=Never",
-        "--set", "probe.image.repository=gputopo-probe", "--set", f"probe.image.tag={TAG}",
-        "--set", "probe.image.pullPolicy=Never",
-        "--set", "probe.fake=hgx-h100", "--set", "probe.intervalSeconds=1",
-        "--set", f"probe.extraArgs={{--fault-dir={FAULT_DIR}}}",
-        "--set", "operator.config.unschedulableTimeoutSeconds=60",
-    )  # fmt: skip
-
-    def published() -> bool:
-        items = cluster.get("nodetopologies")["items"]
-        return {i["metadata"]["name"] for i in items if i.get("status", {}).get("gpus")} >= set(workers)
-
-    wait_for("a NodeTopology from the probe on each worker", published, timeout=180, every=EVERY)
-    return cluster
-
-
-def trainingjob(name: str) -> dict[str, Any]:
+def allreduce_job(name: str, workers: int, seconds: int) -> dict[str, Any]:
+    """A gang of whole A100 nodes whose ranks check their network for ``seconds``."""
     return {
         "apiVersion": "gputopo.io/v1alpha1",
         "kind": "TrainingJob",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name, "namespace": JOBS_NS},
         "spec": {
-            "workers": 2,
-            "gpusPerWorker": 4,
-            "topology": {"intraNode": "nvlink"},
+            "workers": workers,
+            "gpusPerWorker": 8,
+            "topology": {"intraNode": "nvswitch"},
             "failurePolicy": {"onLinkFailure": "Reschedule", "maxRestarts": 3, "backoffSeconds": 1,
                               "gracePeriodSeconds": 1},
-            "template": {"spec": {"containers": [{"name": "trainer", "image": "registry.k8s.io/pause:3.10"}]}},
+            "template": {"spec": {"containers": [{
+                "name": "trainer",
+                "image": f"gputopo-allreduce:{TAG}",
+                "imagePullPolicy": "Never",
+                "args": ["--seconds", str(seconds)],
+                "ports": [{"name": "master", "containerPort": 29500}],
+            }]}},
         },
     }  # fmt: skip
 
 
-def test_probe_publishes_node_labels(installed: Kind, workers: list[str]) -> None:
-    for name in workers:
-        labels = installed.get("node", name)["metadata"]["labels"]
-        assert labels.get("gputopo.io/gpu.count") == str(GPUS_PER_NODE), labels
-        assert labels.get("gputopo.io/interconnect") == "nvswitch", labels
+def apply(k: Kind, manifest: dict[str, Any]) -> float:
+    """``kubectl apply`` of one object; the wall-clock time just before it."""
+    t = time.time()
+    k.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+    return t
 
 
-def test_trainingjob_runs_and_survives_a_link_failure(installed: Kind, workers: list[str]) -> None:
-    installed.kubectl("apply", "-f", "-", input=yaml.safe_dump(trainingjob("e2e")))
+def status_of(k: Kind, job: str) -> dict[str, Any]:
+    return dict(k.get("trainingjob", job, "-n", JOBS_NS).get("status") or {})
 
-    def running() -> Any:
-        status = installed.get("trainingjob", "e2e", "-n", "default").get("status", {})
-        return status if status.get("phase") == "Running" else None
 
-    status = wait_for("the TrainingJob to run", running, timeout=300, every=EVERY)
-    first = status["placement"]
-    assert sorted(w["node"] for w in first["workers"]) == workers
-    pods = installed.get("pods", "-n", "default", "-l", "gputopo.io/job=e2e")["items"]
-    assert len(pods) == 2 and all(p["status"]["phase"] == "Running" for p in pods)
+def phase(k: Kind, job: str, wanted: str) -> dict[str, Any] | None:
+    status = status_of(k, job)
+    if status.get("phase") == "Failed":
+        raise AssertionError(f"{job} failed: {json.dumps(status)[:2000]}")
+    return status if status.get("phase") == wanted else None
 
-    rank0 = next(w for w in first["workers"] if w["rank"] == 0)
-    a, b = sorted(rank0["gpus"])[:2]
+
+def events(k: Kind, pod: str) -> list[dict[str, Any]]:
+    proc = subprocess.run(
+        [k.kubectl_bin, "--kubeconfig", str(k.kubeconfig), "logs", "-n", JOBS_NS, pod],
+        capture_output=True,
+        text=True,
+    )
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def pods_of(k: Kind, job: str) -> list[dict[str, Any]]:
+    return list(k.get("pods", "-n", JOBS_NS, "-l", f"{LABEL_JOB}={job}")["items"])
+
+
+def rendezvoused(k: Kind, job: str, workers: int, not_uids: frozenset[str] = frozenset()) -> dict[int, Any] | None:
+    """Rank -> (its rendezvous event, its pod) once every rank of pods not in ``not_uids`` has met the others."""
+    pods = [
+        p
+        for p in pods_of(k, job)
+        if p["metadata"]["uid"] not in not_uids and not p["metadata"].get("deletionTimestamp")
+    ]
+    if len(pods) != workers:
+        return None
+    met = {}
+    for pod in pods:
+        meeting = next((e for e in events(k, pod["metadata"]["name"]) if e["event"] == "rendezvous"), None)
+        if meeting is None:
+            return None
+        met[int(pod["metadata"]["labels"][LABEL_RANK])] = (meeting, pod)
+    return met
+
+
+def assert_ranks_saw_their_gpus(met: dict[int, Any], placement: dict[str, Any], workers: int) -> None:
+    """Every rank met the same world, and its container saw the GPUs that the job's status reports for it."""
+    by_rank = {w["rank"]: w for w in placement["workers"]}
+    assert sorted(met) == list(range(workers))
+    for rank, (meeting, pod) in met.items():
+        assert meeting["world"] == workers and meeting["rank"] == rank, meeting
+        assert pod["spec"]["nodeName"] == by_rank[rank]["node"]
+        assert meeting["gpus"] == sorted(by_rank[rank]["gpus"]), (rank, meeting, by_rank[rank])
+        assert len(meeting["gpu_uuids"]) == len(meeting["gpus"])
+
+
+def test_each_worker_runs_its_own_real_topology_and_advertises_its_gpus(installed: Kind) -> None:
+    expected = {"dgx-a100": ("NVIDIA A100-SXM4-80GB", "nvswitch"), "hgx-a100": ("NVIDIA A100-SXM4-80GB", "nvswitch"),
+                "dgx1-v100": ("Tesla V100-SXM2-32GB", "nvlink-mesh")}  # fmt: skip
+    for node in installed.get("nodes", "-l", "nvidia.com/gpu.present=true")["items"]:
+        labels = node["metadata"]["labels"]
+        model, interconnect = expected[labels[TOPOLOGY_LABEL]]
+        assert labels.get("gputopo.io/gpu.count") == "8", labels
+        assert labels.get("gputopo.io/interconnect") == interconnect, labels
+        assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"  # from the probe's device plugin
+        gpus = installed.get("nodetopology", node["metadata"]["name"])["status"]["gpus"]
+        assert {g["model"] for g in gpus} == {model}
+    probes = installed.get("pods", "-n", NS, "-l", PROBE)["items"]
+    assert len(probes) == 4 and all(p["status"]["phase"] == "Running" for p in probes)
+    operators = installed.get("pods", "-n", NS, "-l", OPERATOR)["items"]
+    assert len(operators) == 2 and all(p["status"]["phase"] == "Running" for p in operators)
+
+
+def test_a_gang_rendezvous_across_nodes_and_succeeds(installed: Kind) -> None:
+    job = "ring"
+    t_apply = apply(installed, allreduce_job(job, workers=2, seconds=8))
+    met = wait_for("both ranks to rendezvous", lambda: rendezvoused(installed, job, 2), timeout=300, every=EVERY)
+    TIMINGS["kubectl apply -> every rank rendezvoused (2 nodes)"] = max(m["time"] for m, _ in met.values()) - t_apply
+    status = wait_for(f"{job} to succeed", lambda: phase(installed, job, "Succeeded"), timeout=300, every=EVERY)
+    placement = status["placement"]
+    assert len({w["node"] for w in placement["workers"]}) == 2, "a multi-node gang"
+    assert_ranks_saw_their_gpus(met, placement, 2)
+    for _, pod in met.values():
+        done = [e for e in events(installed, pod["metadata"]["name"]) if e["event"] in ("allreduce", "done")]
+        assert [e["event"] for e in done] == ["allreduce", "done"] and done[0]["ok"], done
+    assert status.get("restarts", 0) == 0
+
+
+def test_a_link_fault_moves_the_gang_which_rendezvous_again_and_succeeds(installed: Kind) -> None:
+    job = "ring-fault"
+    apply(installed, allreduce_job(job, workers=2, seconds=30))
+    first = wait_for("both ranks to rendezvous", lambda: rendezvoused(installed, job, 2), timeout=300, every=EVERY)
+    status = wait_for(f"{job} to run", lambda: phase(installed, job, "Running"), timeout=120, every=EVERY)
+    before = status["placement"]
+    assert_ranks_saw_their_gpus(first, before, 2)
+    rank0 = next(w for w in before["workers"] if w["rank"] == 0)
+    node, (a, b) = rank0["node"], sorted(rank0["gpus"])[:2]
     probe = installed.kubectl(
-        "get", "pods", "-n", NS, "-l", "app.kubernetes.io/component=probe",
-        "--field-selector", f"spec.nodeName={rank0['node']}", "-o", "jsonpath={.items[0].metadata.name}",
+        "get", "pods", "-n", NS, "-l", PROBE, "--field-selector", f"spec.nodeName={node}",
+        "-o", "jsonpath={.items[0].metadata.name}",
     )  # fmt: skip
     inject = (
-        "from gputopo_probe.fake.faults import FaultStore; "
-        f"FaultStore({FAULT_DIR!r}).link({rank0['node']!r}, {a}, {b}, 'down')"
+        f"from gputopo_probe.fake.faults import FaultStore; FaultStore({FAULT_DIR!r}).link({node!r}, {a}, {b}, 'down')"
     )
+    t_fault = time.time()
     installed.kubectl("exec", "-n", NS, probe, "--", "python", "-c", inject)
+    try:
+        old = frozenset(m[1]["metadata"]["uid"] for m in first.values())
+        again = wait_for(
+            "the re-placed gang to rendezvous",
+            lambda: rendezvoused(installed, job, 2, not_uids=old),
+            timeout=300,
+            every=EVERY,
+        )
+        TIMINGS["link fault -> re-placed gang rendezvoused"] = max(m["time"] for m, _ in again.values()) - t_fault
+        status = wait_for(f"{job} to succeed", lambda: phase(installed, job, "Succeeded"), timeout=300, every=EVERY)
+        after = status["placement"]
+        assert after["generation"] > before["generation"] and status["restarts"] >= 1
+        for worker in after["workers"]:
+            assert not (worker["node"] == node and {a, b} <= set(worker["gpus"])), "still on the failed link"
+        assert_ranks_saw_their_gpus(again, after, 2)
+    finally:
+        clear = f"from gputopo_probe.fake.faults import FaultStore; FaultStore({FAULT_DIR!r}).clear({node!r})"
+        installed.kubectl("exec", "-n", NS, probe, "--", "python", "-c", clear)
 
-    def link_down() -> bool:
-        links = installed.get("nodetopology", rank0["node"]).get("status", {}).get("links", [])
-        return any({link["a"], link["b"]} == {a, b} and link["state"] == "Down" for link in links)
 
-    wait_for(f"the probe to report link {a}-{b} on {rank0['node']} Down", link_down, timeout=120, every=EVERY)
+def leader(k: Kind) -> str:
+    """The operator pod that leads: the live peer of the highest priority in the kopf peering."""
+    pods = {p["metadata"]["name"] for p in k.get("pods", "-n", NS, "-l", OPERATOR)["items"]}
+    peers = k.get("clusterkopfpeering", RELEASE).get("status") or {}
+    live = {name: peer["priority"] for name, peer in peers.items() if name in pods}
+    assert live, f"no operator pod in the peering {sorted(peers)}"
+    return max(live, key=lambda name: live[name])
 
-    def replaced() -> Any:
-        status = installed.get("trainingjob", "e2e", "-n", "default").get("status", {})
-        placement = status.get("placement") or {}
-        if status.get("phase") == "Running" and placement.get("generation", 0) > first["generation"]:
-            return status
-        return None
 
-    after = wait_for("the gang to be re-placed and running again", replaced, timeout=300, every=EVERY)
-    assert after["restarts"] >= 1
-    for worker in after["placement"]["workers"]:
-        if worker["node"] == rank0["node"]:
-            assert not {a, b} <= set(worker["gpus"]), "the new plan still uses the failed link"
+def test_the_standby_takes_over_when_the_leader_is_deleted_mid_placement(installed: Kind) -> None:
+    job = "ring-failover"
+    old_leader = leader(installed)
+    apply(installed, allreduce_job(job, workers=2, seconds=3))
+    installed.kubectl("delete", "pod", "-n", NS, old_leader, "--wait=false")
+    uids: dict[int, set[str]] = {}
+
+    def succeeded() -> dict[str, Any] | None:
+        for pod in pods_of(installed, job):
+            uids.setdefault(int(pod["metadata"]["labels"][LABEL_RANK]), set()).add(pod["metadata"]["uid"])
+        return phase(installed, job, "Succeeded")
+
+    status = wait_for(f"{job} to succeed under the standby", succeeded, timeout=300, every=0.5)
+    assert status.get("restarts", 0) == 0
+    assert {rank: len(seen) for rank, seen in uids.items()} == {0: 1, 1: 1}, f"duplicate pods: {uids}"
+    assert old_leader not in {p["metadata"]["name"] for p in installed.get("pods", "-n", NS, "-l", OPERATOR)["items"]}
+    wait_for("a new leader", lambda: leader(installed) != old_leader, timeout=120, every=EVERY)
+
+
+def test_helm_upgrade_with_a_changed_value_rolls_the_operator(installed: Kind) -> None:
+    def template_checksum() -> str:
+        deployment = installed.get("deployment", "-n", NS, "-l", OPERATOR)["items"][0]
+        return str(deployment["spec"]["template"]["metadata"].get("annotations", {}))
+
+    before = template_checksum()
+    old_pods = {p["metadata"]["name"] for p in installed.get("pods", "-n", NS, "-l", OPERATOR)["items"]}
+    installed.helm(
+        "upgrade", RELEASE, str(ROOT / "charts" / "gputopo"), "-n", NS, "--reuse-values", "--wait", "--timeout", "5m",
+        "--set", "operator.config.unschedulableTimeoutSeconds=90",
+    )  # fmt: skip
+    assert template_checksum() != before, "the config checksum in the pod template did not change"
+
+    def rolled() -> bool:
+        pods = installed.get("pods", "-n", NS, "-l", OPERATOR)["items"]
+        names = {p["metadata"]["name"] for p in pods}
+        ready = [
+            p
+            for p in pods
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+        ]
+        return not names & old_pods and len(ready) == 2
+
+    wait_for("two new, ready operator pods", rolled, timeout=300, every=EVERY)
+    config = installed.get("configmap", "-n", NS, "-l", OPERATOR)["items"][0]["data"]
+    assert "90" in json.dumps(config)
+
+
+def test_helm_uninstall_leaves_no_gputopo_pods_and_keeps_the_crds_and_jobs(installed: Kind) -> None:
+    installed.helm("uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "5m")
+    wait_for("no pods left in the release namespace", lambda: not installed.get("pods", "-n", NS)["items"], timeout=180)
+    # docs/install.md and the README: crds.keep (the default) keeps the CRDs, and with them the jobs.
+    crds = {c["metadata"]["name"] for c in installed.get("crds")["items"]}
+    assert {"trainingjobs.gputopo.io", "nodetopologies.gputopo.io"} <= crds
+    jobs = {j["metadata"]["name"] for j in installed.get("trainingjobs", "-n", JOBS_NS)["items"]}
+    assert {"ring", "ring-fault", "ring-failover"} <= jobs
