@@ -9,6 +9,7 @@ kopf queues every object's whole body for a worker of its own (~130 MB and ~40 s
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -166,6 +167,23 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
             runtime.poke()
             await runtime.run(read, lambda: bool(stopped))
         logger.info("control loop stopped: %s", stopped.reason)
+
+    _without_finalizer(registry, control_loop)
+
+
+def _without_finalizer(registry: kopf.OperatorRegistry, daemon: Callable[..., Any]) -> None:
+    """Let a daemon's object be deleted without the operator.
+
+    kopf guards an object with daemons by a finalizer. The control loop's ConfigMap is Helm's, and ``helm uninstall``
+    deletes the operator's RBAC before that ConfigMap: no replica could take the finalizer off any more, and the
+    ConfigMap, and its namespace, would stay Terminating for good. Without the finalizer a deleted ConfigMap only
+    stops the daemon, which is all the loop needs; kopf also takes off a finalizer an earlier version left.
+    kopf's decorator offers no switch for this, so the registered handler is replaced by an equal one without it.
+    """
+    spawning = registry._spawning
+    spawning._handlers = [
+        dataclasses.replace(h, requires_finalizer=False) if h.fn is daemon else h for h in spawning._handlers
+    ]
 
 
 def _requests_gpus(spec: Mapping[str, Any]) -> bool:
