@@ -5,11 +5,12 @@ PIP ?= $(PYTHON) -m pip
 export PATH := $(HOME)/.local/bin:$(PATH)
 STAMP := .make/installed
 
-.PHONY: help install k8s crds check-crds lint unit integration test demo bench sandbox-up sandbox-down clean
+.PHONY: help install k8s crds check-crds lint unit integration e2e-deps e2e test demo bench sandbox-up sandbox-down clean
 
 help:
 	@echo "make demo     set everything up and run the local sandbox demo"
-	@echo "make test     lint, unit and integration tests (builds what they need first)"
+	@echo "make test     lint, unit, integration and kind end-to-end tests (builds what they need first)"
+	@echo "make e2e      the kind end-to-end tests alone"
 	@echo "make bench    run the benchmarks in bench/ and write bench/reports/"
 
 $(STAMP): pyproject.toml
@@ -40,9 +41,19 @@ unit: $(STAMP)
 integration: $(STAMP) k8s
 	$(PYTHON) -m pytest tests/integration -q
 
-# One pytest run for unit and integration tests, so its closing line counts everything.
-test: $(STAMP) k8s lint
-	$(PYTHON) -m pytest tests -q
+# What the kind end-to-end tests need, built here without a registry: a running Docker engine (installed from
+# Debian and started when missing; needs root), kind's node image with the cluster images, and gputopo's images.
+e2e-deps: $(STAMP)
+	bash hack/docker-engine.sh
+	bash hack/build-kind-node.sh
+	bash hack/build-images.sh e2e
+
+e2e: e2e-deps
+	GPUTOPO_REQUIRE_KIND=1 $(PYTHON) -m pytest tests/e2e/kind -q
+
+# One pytest run for unit, integration and kind end-to-end tests, so its closing line counts everything.
+test: $(STAMP) k8s lint e2e-deps
+	GPUTOPO_REQUIRE_KIND=1 $(PYTHON) -m pytest tests -q
 
 demo: $(STAMP) k8s
 	gputopo demo
