@@ -106,6 +106,26 @@ def test_fake_mode_drops_the_nvidia_runtime() -> None:
     assert "NVIDIA_VISIBLE_DEVICES" not in {e["name"] for e in spec["containers"][0]["env"]}
 
 
+def _operator_rules(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in find(docs, "ClusterRole", OPERATOR)["rules"] if "resource.k8s.io" in r["apiGroups"]]
+
+
+def test_gpu_allocation_defaults_to_the_device_plugin_and_asks_for_no_dra_rights() -> None:
+    docs = render()
+    assert find(docs, "ConfigMap", OPERATOR)["data"]["GPUTOPO_GPU_ALLOCATION"] == "devicePlugin"
+    assert _operator_rules(docs) == []
+
+
+def test_dra_allocation_grants_claims_and_slices_but_not_allocation() -> None:
+    docs = render("--set", "operator.config.gpuAllocation=dra")
+    assert find(docs, "ConfigMap", OPERATOR)["data"]["GPUTOPO_GPU_ALLOCATION"] == "dra"
+    rules = {tuple(r["resources"]): set(r["verbs"]) for r in _operator_rules(docs)}
+    assert rules == {
+        ("resourceclaims",): {"get", "list", "watch", "create", "delete"},
+        ("resourceslices",): {"get", "list", "watch"},
+    }
+
+
 def test_a_settings_change_rolls_the_operator() -> None:
     def checksum(*args: str) -> str:
         deploy = find(render(*args), "Deployment")
@@ -134,6 +154,7 @@ REFUSED = [
     ("interval-not-a-number", ["--set", "probe.intervalSeconds=fast"], "/probe/intervalSeconds"),
     ("bad-digest", ["--set", "operator.image.digest=latest"], "/operator/image/digest"),
     ("log-format", ["--set", "operator.config.logFormat=xml"], "/operator/config/logFormat"),
+    ("gpu-allocation", ["--set", "operator.config.gpuAllocation=mig"], "/operator/config/gpuAllocation"),
     ("bad-update-strategy", ["--set", "probe.updateStrategy.type=Recreate"], "/probe/updateStrategy/type"),
     ("replicas-without-leader-election", ["--set", "operator.leaderElection.enabled=false"],
      "operator.replicas is 2 but operator.leaderElection.enabled is false"),

@@ -6,6 +6,8 @@ __all__ = [
     "ANNOTATION_GPUS",
     "ANNOTATION_PLACEMENT_GENERATION",
     "API_VERSION",
+    "DRA_DEVICE_CLASS",
+    "DRA_DRIVER",
     "FIELD_MANAGER_OPERATOR",
     "FIELD_MANAGER_PROBE",
     "GANG_GATE",
@@ -21,6 +23,9 @@ VERSION: Final = "v1alpha1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
 
 GPU_RESOURCE: Final = "nvidia.com/gpu"
+# NVIDIA's DRA driver (kubernetes-sigs/dra-driver-nvidia-gpu) and its DeviceClass of whole GPUs.
+DRA_DRIVER: Final = "gpu.nvidia.com"
+DRA_DEVICE_CLASS: Final = "gpu.nvidia.com"
 GANG_GATE: Final = "gputopo.io/gang"
 
 LABEL_JOB: Final = "gputopo.io/job"

@@ -35,6 +35,8 @@ class JobActions:
     status: TrainingJobStatus | None = None  # write when set (the whole status)
     deletions: list[PodDeletion] = field(default_factory=list)
     service: dict[str, Any] | None = None  # create if absent
+    claims: list[dict[str, Any]] = field(default_factory=list)  # ResourceClaims, created if absent before the pods
+    claim_deletions: list[str] = field(default_factory=list)  # ResourceClaims of the job to delete
     pods: list[dict[str, Any]] = field(default_factory=list)  # create if absent
     ungate: list[str] = field(default_factory=list)
     # Ungate these once every pod above was created (or found existing): then the whole gang exists,
@@ -48,6 +50,8 @@ class JobActions:
             self.status is not None
             or self.deletions
             or self.service
+            or self.claims
+            or self.claim_deletions
             or self.pods
             or self.ungate
             or self.events

@@ -19,10 +19,11 @@ from gputopo.api.conditions import Condition, set_condition
 from gputopo.api.trainingjob import JobPhase, Placement, TrainingJobSpec, TrainingJobStatus, WorkerPlacement
 from gputopo.control.actions import JobActions, PodDeletion
 from gputopo.control.bandwidth import estimate_workers
+from gputopo.control.dra import ClaimFacts, GpuAllocation, claim_manifest, claim_name
 from gputopo.control.facts import JobFacts, PodFacts
 from gputopo.control.failure import Action, backoff_delay, decide, faults_under
 from gputopo.control.ledger import PlannedGang
-from gputopo.control.pods import pod_manifest, pod_name, service_manifest
+from gputopo.control.pods import owner_reference, pod_manifest, pod_name, service_manifest
 from gputopo.control.validation import problems
 from gputopo.control.view import ClusterView
 from gputopo.placement import types as engine
@@ -44,6 +45,7 @@ class Config:
     tiers: TierConfig
     unschedulable_timeout: float = 120.0
     not_ready_grace: float = 40.0
+    gpu_allocation: GpuAllocation = GpuAllocation.DEVICE_PLUGIN
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,13 +71,18 @@ class JobStep:
 class _Step:
     """Working state of one step: the job, the status being built, the actions being collected."""
 
-    def __init__(self, job: JobFacts, now: datetime, out: JobStep | None = None) -> None:
+    def __init__(
+        self, job: JobFacts, now: datetime, view: ClusterView, config: Config, out: JobStep | None = None
+    ) -> None:
         self.job = job
         self.now = now
+        self.view = view
+        self.config = config
         # A step the queue settles goes on from the JobStep the pass produced for the job.
         self.out = out if out is not None else JobStep(JobActions(job.key, job.uid), job.status.model_copy(deep=True))
         self.status = self.out.status
         self.ours: list[PodFacts] = []
+        self.claims: list[ClaimFacts] = []  # the job's ResourceClaims (DRA mode)
 
     def condition(self, type_: str, status: bool, reason: str, message: str = "") -> bool:
         """Set a condition; True when it changed (status, reason or message)."""
@@ -97,6 +104,15 @@ class _Step:
         for pod in pods:
             if not pod.deleting:
                 self.out.actions.deletions.append(PodDeletion(pod.name, grace))
+
+    def delete_claims(self, keep_generation: int | None = None) -> None:
+        """Delete the job's claims but those of ``keep_generation`` (all of them when None)."""
+        for claim in self.claims:
+            ours = claim.owner_uid == self.job.uid
+            if claim.deleting or (ours and keep_generation is not None and claim.generation == keep_generation):
+                continue
+            if claim.name not in self.out.actions.claim_deletions:
+                self.out.actions.claim_deletions.append(claim.name)
 
     def finish(self, phase: JobPhase, reason: str, message: str) -> None:
         self.status.phase = phase
@@ -138,7 +154,7 @@ def step(
     refusal: str | None = None,
 ) -> JobStep:
     """``refusal``: the API server's answer when it refused to create this generation's pods (a 4xx)."""
-    s = _Step(job, now)
+    s = _Step(job, now, view, config)
     status, out = s.status, s.out
     # Pods of an earlier job of the same name are not ours: the garbage collector may not have got to them.
     strangers = [p for p in pods if p.owner_uid != job.uid]
@@ -146,11 +162,14 @@ def step(
     s.ours = ours
     s.delete(strangers, 0)
     out.gpus_held = [(p.node, p.planned_gpus) for p in ours if p.node and p.planned_gpus and p.holds_gpus]
+    if view.dra is not None:
+        s.claims = list(view.dra.claims_of(job.namespace, job.name))
 
     if job.deleting:
         return out
     if status.phase in TERMINAL:
         s.delete([p for p in ours if p.holds_gpus], 0)
+        s.delete_claims()
         ttl = job.spec.run_policy.ttl_seconds_after_finished if job.spec else None
         if ttl is not None and status.completion_time is not None:
             expiry = status.completion_time + timedelta(seconds=ttl)
@@ -174,6 +193,7 @@ def step(
             if s.condition("Invalid", True, POD_REFUSED, refused):
                 out.actions.event("Warning", POD_REFUSED, refused)
             s.delete([p for p in ours if not p.deleting], 0)
+            s.delete_claims()
             if _placed(status) is not None:
                 s.clear_placement()
             status.phase = JobPhase.PENDING
@@ -205,6 +225,7 @@ def step(
     if old:
         s.delete(old, _grace_for(old, view, spec))
 
+    s.delete_claims(placement.generation if placement is not None else None)
     if placement is None:
         return _unplaced(s, spec)
     return _placed_step(s, spec, placement, current, bool(old), view, config)
@@ -271,6 +292,10 @@ def _placed_step(
         s.finish(JobPhase.SUCCEEDED, "AllWorkersSucceeded", f"{len(gang)} workers succeeded")
         return _done(s)
 
+    blocked = _blocked_claims(s, placement, current) if config.gpu_allocation is GpuAllocation.DRA else []
+    if blocked:
+        return _replan(s, gang, "ClaimUnallocatable", "; ".join(blocked), frozenset())
+
     gated = [p.name for p in gang if p.gated]
     if gated:
         out.actions.ungate = gated
@@ -287,19 +312,60 @@ def _placed_step(
             expiry = since + timedelta(seconds=config.unschedulable_timeout)
             if now >= expiry:
                 nodes = {w.node for w in placement.workers if current[w.rank] in stuck}
-                s.delete(gang, 0)
-                s.clear_placement()
-                status.phase = JobPhase.PENDING if not status.restarts else JobPhase.RESCHEDULING
                 message = f"{stuck[0].name} unschedulable for {config.unschedulable_timeout:g}s on " + ", ".join(
                     sorted(nodes)
                 )
-                s.condition("Placed", False, "PlacementTimedOut", message)
-                out.actions.event("Warning", "PlacementTimedOut", message + "; planning again elsewhere")
-                out.avoid_nodes = frozenset(nodes)
-                return _done(s)
+                return _replan(s, gang, "PlacementTimedOut", message, frozenset(nodes), "; planning again elsewhere")
             out.wake(expiry)
     _follow_reality(s, placement, current, view, config)
     return _with_faults(s, spec, placement, view, config)
+
+
+def _replan(
+    s: _Step, gang: Sequence[PodFacts], reason: str, message: str, avoid: frozenset[str], tail: str = ""
+) -> JobStep:
+    """The plan cannot be carried out: take the gang (and its claims) down and plan again; no restart counted."""
+    s.delete(gang, 0)
+    s.delete_claims()
+    s.clear_placement()
+    s.status.phase = JobPhase.PENDING if not s.status.restarts else JobPhase.RESCHEDULING
+    s.condition("Placed", False, reason, message)
+    s.out.actions.event("Warning", reason, message + (tail or "; planning again"))
+    s.out.avoid_nodes = avoid
+    return _done(s)
+
+
+def _blocked_claims(s: _Step, placement: Placement, current: dict[int, PodFacts]) -> list[str]:
+    """Why planned devices of ranks not yet bound can never be allocated: taken by a claim that is not the
+    job's own, withdrawn from the driver's ResourceSlice, or tainted. Empty when every rank can still go."""
+    dra = s.view.dra
+    if dra is None:
+        return []
+    claims = {c.name: c for c in s.claims if c.owner_uid == s.job.uid}
+    devices, holders = dra.by_uuid(), dra.holders()
+    reasons = []
+    for worker in placement.workers:
+        pod = current.get(worker.rank)
+        name = claim_name(s.job.name, worker.rank, placement.generation)
+        mine = claims.get(name)
+        if (pod is not None and pod.node) or (mine is not None and mine.allocated):
+            continue
+        facts = s.view.topologies.get(worker.node)
+        topology = facts.topology if facts is not None else None
+        for gpu in worker.gpus:
+            uuid = topology.gpus[gpu].uuid if topology is not None and gpu < topology.gpu_count else ""
+            device = devices.get((worker.node, uuid)) if uuid else None
+            where = f"GPU {gpu} of {worker.node} (rank {worker.rank})"
+            if device is None:
+                reasons.append(f"{where} is not published by the DRA driver")
+                continue
+            if device.tainted:
+                reasons.append(f"{where} is tainted in its ResourceSlice")
+                continue
+            holder = holders.get(device.ref)
+            if holder is not None and holder.owner_uid != s.job.uid:
+                reasons.append(f"{where} is allocated to ResourceClaim {holder.namespace}/{holder.name}")
+    return reasons
 
 
 def _follow_reality(
@@ -435,15 +501,44 @@ def _reschedule(
 
 
 def _create_gang(s: _Step, spec: TrainingJobSpec, placement: Placement, workers: Sequence[WorkerPlacement]) -> None:
-    """The gang's headless Service and the pods of these workers (gated, pinned to their nodes)."""
+    """The gang's headless Service and the pods of these workers (gated, pinned to their nodes); in DRA
+    mode each pod's ResourceClaim too, naming the planned GPUs by UUID."""
     job = s.job
+    dra = s.config.gpu_allocation is GpuAllocation.DRA
     s.out.actions.service = service_manifest(job.name, job.namespace, job.uid, spec)
     for worker in workers:
-        s.out.actions.pods.append(pod_manifest(job.name, job.namespace, job.uid, spec, placement, worker))
+        claim = None
+        if dra:
+            claim = claim_name(job.name, worker.rank, placement.generation)
+            s.out.actions.claims.append(
+                claim_manifest(
+                    job.name,
+                    job.namespace,
+                    owner_reference(job.name, job.uid),
+                    worker.rank,
+                    placement.generation,
+                    _uuids(s, worker),
+                )
+            )
+        s.out.actions.pods.append(pod_manifest(job.name, job.namespace, job.uid, spec, placement, worker, claim))
+
+
+def _uuids(s: _Step, worker: WorkerPlacement) -> list[str]:
+    """The planned GPUs' UUIDs as the node's probe reports them; a GPU without one keeps its index as a
+    stand-in that matches no device, so the claim cannot be allocated and the job is planned again."""
+    facts = s.view.topologies.get(worker.node)
+    topology = facts.topology if facts is not None else None
+    known = {g.index: g.uuid for g in topology.gpus if g.uuid} if topology is not None else {}
+    return [known.get(g, f"GPU-unknown-{g}") for g in worker.gpus]
 
 
 def settle(
-    job: JobFacts, out: JobStep, result: engine.Placement | engine.Unplaceable, now: datetime
+    job: JobFacts,
+    out: JobStep,
+    result: engine.Placement | engine.Unplaceable,
+    now: datetime,
+    view: ClusterView,
+    config: Config,
 ) -> PlannedGang | None:
     """The queue's answer for a job that wanted placement, applied to its step.
 
@@ -451,7 +546,7 @@ def settle(
     generation in the status, ``Placed=True`` and an event, and the gang's Service and pods unless the old
     gang is still terminating (they are created once it is gone); the plan to hold is returned.
     """
-    s = _Step(job, now, out)
+    s = _Step(job, now, view, config, out)
     status = s.status
     if not isinstance(result, engine.Placement):
         message = str(result)
@@ -480,10 +575,10 @@ def settle(
     return PlannedGang(job.key, placement.generation, tuple((w.node, tuple(w.gpus)) for w in placement.workers), now)
 
 
-def unreadable(job: JobFacts, now: datetime, error: Exception) -> JobStep:
+def unreadable(job: JobFacts, now: datetime, error: Exception, view: ClusterView, config: Config) -> JobStep:
     """The step of a job whose spec tripped the operator: Invalid, naming what failed, and nothing else done,
     so one job the operator cannot read never stops the pass for the others."""
-    s = _Step(job, now)
+    s = _Step(job, now, view, config)
     message = f"gputopo could not read this job ({type(error).__name__}: {error}); fix the spec"
     if s.condition("Invalid", True, "InvalidSpec", message):
         s.out.actions.event("Warning", "InvalidSpec", message)

@@ -20,6 +20,7 @@ from gputopo.api.group import (
     LABEL_RANK,
 )
 from gputopo.api.trainingjob import Placement, TrainingJobSpec, WorkerPlacement
+from gputopo.control.dra import use_claim
 from gputopo.control.facts import format_gpus
 
 __all__ = [
@@ -108,7 +109,9 @@ def pod_manifest(
     spec: TrainingJobSpec,
     placement: Placement,
     worker: WorkerPlacement,
+    claim: str | None = None,
 ) -> dict[str, Any]:
+    """With ``claim`` (DRA mode) the GPUs come from that ResourceClaim, else from an nvidia.com/gpu limit."""
     template = copy.deepcopy(spec.template)
     meta = template.get("metadata") or {}
     pod_spec: dict[str, Any] = template["spec"]
@@ -129,11 +132,14 @@ def pod_manifest(
 
     containers: list[dict[str, Any]] = pod_spec["containers"]
     gpu = _gpu_container(containers)
-    resources = gpu.setdefault("resources", {})
-    count = str(spec.gpus_per_worker)
-    resources.setdefault("limits", {})[GPU_RESOURCE] = count
-    if GPU_RESOURCE in (resources.get("requests") or {}):
-        resources["requests"][GPU_RESOURCE] = count
+    if claim is not None:
+        use_claim(pod_spec, claim, gpu)
+    else:
+        resources = gpu.setdefault("resources", {})
+        count = str(spec.gpus_per_worker)
+        resources.setdefault("limits", {})[GPU_RESOURCE] = count
+        if GPU_RESOURCE in (resources.get("requests") or {}):
+            resources["requests"][GPU_RESOURCE] = count
     env = torchrun_env(job, namespace, spec, worker)
     ours = {e["name"] for e in env}
     for container in containers:

@@ -84,7 +84,7 @@ def run_pass(
             result = step(job, pods, view, config, now, (refused or {}).get(key))
         except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
             # The spec is validated before it is read; this is the fence for what validation misses.
-            result = unreadable(job, now, error)
+            result = unreadable(job, now, error, view, config)
         steps[key] = result
         if job.status.phase not in TERMINAL:
             out.visible[key] = _visible_generation(job, pods)
@@ -117,10 +117,10 @@ def run_pass(
             if not isinstance(outcome.result, Placement):
                 out.queue_length += 1
             try:
-                plan = settle(jobs[key], steps[key], outcome.result, now)
+                plan = settle(jobs[key], steps[key], outcome.result, now, view, config)
             except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
                 # Building the gang read the template; the fence for what validation misses.
-                steps[key] = unreadable(jobs[key], now, error)
+                steps[key] = unreadable(jobs[key], now, error, view, config)
                 continue
             if plan is not None:
                 out.reservations.append(plan)

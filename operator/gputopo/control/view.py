@@ -5,7 +5,9 @@ A GPU counts as used when any of these says so, reality first:
   2. one of gputopo's pods is bound to the node with it planned (annotation);
   3. a pod gputopo does not own is bound to the node and requests GPUs the probe has not attributed —
      it gets the highest free indices, so the count is right even when the indices are unknown;
-  4. a plan of an active job, from its status or from the ledger, holds it.
+  4. a plan of an active job, from its status or from the ledger, holds it;
+  5. in DRA mode: a ResourceClaim (anyone's) has its device allocated, or the driver does not publish it,
+     or its device is tainted — kube-scheduler would not give it to a new claim.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from gputopo.control.dra import DraView
 from gputopo.control.facts import NodeFacts, PodFacts, TopologyFacts
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.quarantine import Quarantine
@@ -29,6 +32,7 @@ class ClusterView:
     topologies: Mapping[str, TopologyFacts]
     nodes: Mapping[str, NodeFacts]
     pods: tuple[PodFacts, ...]  # pods holding or wanting GPUs, gputopo's and others'
+    dra: DraView | None = None  # the DRA driver's devices and all claims; None in device-plugin mode
 
     def real_gpus(self, namespace: str, name: str, node: str) -> tuple[int, ...] | None:
         """The GPUs the probe on ``node`` says the pod holds, or None when it has not said."""
@@ -65,6 +69,11 @@ def used_gpus(view: ClusterView, planned: Iterable[PlannedGang]) -> dict[str, fr
     for plan in planned:
         for node, gpus in plan.workers:
             used.setdefault(node, set()).update(gpus)
+    if view.dra is not None:
+        for name, facts in view.topologies.items():
+            if facts.topology is not None:
+                uuids = {g.index: g.uuid for g in facts.topology.gpus}
+                used.setdefault(name, set()).update(view.dra.unavailable(name, uuids))
     for node, count in unknown.items():
         known = view.topologies.get(node)
         total = known.topology.gpu_count if known is not None and known.topology is not None else 0

@@ -116,6 +116,12 @@ def _core_path(namespace: str, plural: str, name: str | None = None) -> str:
     return "/api/v1" + _path("namespaces", namespace, plural, *((name,) if name else ()))
 
 
+def resource_path(namespace: str | None, plural: str, name: str | None = None) -> str:
+    """A path of resource.k8s.io/v1 (ResourceClaims are namespaced, ResourceSlices are not)."""
+    where = ("namespaces", namespace) if namespace else ()
+    return "/apis" + _path("resource.k8s.io", "v1", *where, plural, *((name,) if name else ()))
+
+
 class KubeClient:
     """One aiohttp session (made in the running loop on first use), at most ``concurrency`` requests at once."""
 
@@ -246,13 +252,13 @@ class KubeClient:
 
     # -- pods and services ------------------------------------------------------------------------------------
 
-    async def _create(self, plural: str, kind: str, body: dict[str, Any]) -> bool:
+    async def _create(self, plural: str, kind: str, body: dict[str, Any], path: str | None = None) -> bool:
         meta = body["metadata"]
         return await self._request_unless(
             AlreadyExistsError,
             f"create {kind} {meta['namespace']}/{meta['name']}",
             "POST",
-            _core_path(meta["namespace"], plural),
+            path or _core_path(meta["namespace"], plural),
             body=body,
             params={"fieldManager": FIELD_MANAGER_OPERATOR},
         )
@@ -283,6 +289,22 @@ class KubeClient:
             "DELETE",
             _core_path(namespace, "pods", name),
             body={"gracePeriodSeconds": grace_seconds, "propagationPolicy": "Background"},
+        )
+
+    # -- ResourceClaims ---------------------------------------------------------------------------------------
+
+    async def create_claim(self, body: dict[str, Any]) -> bool:
+        """Create unless it exists; True when this call created it."""
+        namespace = body["metadata"]["namespace"]
+        return await self._create("resourceclaims", "ResourceClaim", body, resource_path(namespace, "resourceclaims"))
+
+    async def delete_claim(self, namespace: str, name: str) -> None:
+        await self._request_unless(
+            NotFoundError,
+            f"delete ResourceClaim {namespace}/{name}",
+            "DELETE",
+            resource_path(namespace, "resourceclaims", name),
+            body={"propagationPolicy": "Background"},
         )
 
     # -- events -----------------------------------------------------------------------------------------------

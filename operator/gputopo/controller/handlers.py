@@ -18,6 +18,7 @@ import kopf
 
 from gputopo.api.gpus import names_gpus
 from gputopo.api.group import GROUP, LABEL_JOB, VERSION
+from gputopo.control.dra import GpuAllocation
 from gputopo.control.facts import (
     JobFacts,
     JobKey,
@@ -149,7 +150,11 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
             # kopf cancels this daemon if a peer of higher priority shows up meanwhile.
             await asyncio.sleep(runtime.settings.leader_settle_seconds)
         async with ClusterWatches(
-            runtime.client, runtime.quarantine, runtime.poke, page_size=runtime.settings.list_chunk_size
+            runtime.client,
+            runtime.quarantine,
+            runtime.poke,
+            page_size=runtime.settings.list_chunk_size,
+            dra=runtime.settings.gpu_allocation is GpuAllocation.DRA,
         ) as watches:
             logger.info("control loop started (this replica leads)")
 
@@ -161,6 +166,7 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
                         topologies=dict(watches.topologies.items),
                         nodes=dict(watches.nodes.items),
                         pods=tuple(pod for store in gpu_pods.values() for pod in store),
+                        dra=watches.dra_view(),
                     ),
                 )
 

@@ -42,6 +42,7 @@ class Reflector(Generic[V]):
         on_change: Callable[[], None] = lambda: None,
         on_delete: Callable[[str], None] = lambda _: None,
         page_size: int = 100,
+        namespaced: bool = False,
         watch_seconds: int = 300,
         max_backoff: float = 30.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -50,6 +51,7 @@ class Reflector(Generic[V]):
         self.on_change, self.on_delete = on_change, on_delete
         self.page_size, self.watch_seconds, self.max_backoff = page_size, watch_seconds, max_backoff
         self.sleep = sleep  # the backoff's wait (tests step it without waiting)
+        self._name = _qualified_name if namespaced else _name  # namespaced kinds are kept as "namespace/name"
         self.items: dict[str, V] = {}
         self.synced = asyncio.Event()
         self.lists = 0  # how many times the whole kind was listed (1 + relists)
@@ -99,7 +101,7 @@ class Reflector(Generic[V]):
         while True:
             page = await self.client.get(f"list {self.kind}", self.path, params)
             for obj in page.get("items") or []:
-                name = _name(obj)
+                name = self._name(obj)
                 if name:
                     seen.add(name)
                     changed |= self._keep(name, obj)
@@ -135,7 +137,7 @@ class Reflector(Generic[V]):
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if kind == "BOOKMARK":
                 continue
-            name = _name(obj)
+            name = self._name(obj)
             if not name:
                 continue
             if kind == "DELETED":
@@ -152,3 +154,10 @@ class Reflector(Generic[V]):
 def _name(obj: Any) -> str:
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     return str(meta.get("name") or "") if isinstance(meta, dict) else ""
+
+
+def _qualified_name(obj: Any) -> str:
+    name = _name(obj)
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    namespace = str(meta.get("namespace") or "") if isinstance(meta, dict) else ""
+    return f"{namespace}/{name}" if name and namespace else ""

@@ -73,7 +73,7 @@ class Runtime:
     @property
     def config(self) -> Config:
         s = self.settings
-        return Config(s.tiers, s.unschedulable_timeout_seconds, s.node_not_ready_grace_seconds)
+        return Config(s.tiers, s.unschedulable_timeout_seconds, s.node_not_ready_grace_seconds, s.gpu_allocation)
 
     def poke(self) -> None:
         """Something changed: run a pass soon."""
@@ -162,10 +162,15 @@ class Runtime:
                         self.ledger.release(actions.job)
                     raise
                 self.statuses.wrote(job, version, actions.status)
-            await asyncio.gather(*(client.delete_pod(namespace, d.name, d.grace_seconds) for d in actions.deletions))
+            await asyncio.gather(
+                *(client.delete_pod(namespace, d.name, d.grace_seconds) for d in actions.deletions),
+                *(client.delete_claim(namespace, claim) for claim in actions.claim_deletions),
+            )
             try:
                 if actions.pods and actions.service is not None:
                     await client.create_service(actions.service)
+                # A pod names its claim: create the claims first (raises unless all exist).
+                await asyncio.gather(*(client.create_claim(body) for body in actions.claims))
                 await asyncio.gather(*(client.create_pod(body) for body in actions.pods))  # raises unless all exist
             except ApiError as exc:
                 if exc.status not in REFUSED:

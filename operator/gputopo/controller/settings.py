@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from gputopo.control.dra import GpuAllocation
 from gputopo.placement.types import DEFAULT_DOMAIN_NODE_CAP, TierConfig, TierLevel
 
 __all__ = ["OperatorSettings"]
@@ -47,6 +48,13 @@ class OperatorSettings(BaseSettings):
     )
     tier_oversubscription: FloatList = Field(
         default_factory=lambda: [1.0, 2.0], description="Oversubscription of each tier, same order."
+    )
+
+    # -- GPUs ---------------------------------------------------------------------------------------------------
+    gpu_allocation: GpuAllocation = Field(
+        default=GpuAllocation.DEVICE_PLUGIN,
+        description="Who gives a rank its GPUs: devicePlugin (an nvidia.com/gpu limit; the kubelet's device plugin "
+        "picks) or dra (a ResourceClaim per rank naming the planned GPUs of NVIDIA's DRA driver).",
     )
 
     # -- timeouts -----------------------------------------------------------------------------------------

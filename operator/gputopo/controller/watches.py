@@ -2,7 +2,9 @@
 
 They run with the control loop (on the leader only) and wake it when something it reads changes: a
 Node's readiness, labels or taints (not its heartbeats), a NodeTopology's content (not its
-``observedAt``). A failure a NodeTopology shows is also noted in the quarantine here, as it arrives.
+``observedAt``). With ``dra`` they also watch every ResourceSlice and every ResourceClaim (the devices
+kube-scheduler allocates from, and who holds them). A failure a NodeTopology shows is also noted in the
+quarantine here, as it arrives.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from types import TracebackType
 from typing import Any
 
 from gputopo.api.group import GROUP, VERSION
+from gputopo.control.dra import ClaimFacts, DraView, SliceFacts, claim_facts, slice_facts
 from gputopo.control.facts import NodeFacts, TopologyFacts, node_facts
 from gputopo.control.quarantine import Quarantine
 from gputopo.control.topologies import carry_pod_since, content_digest, topology_facts
-from gputopo.controller.client import KubeClient
+from gputopo.controller.client import KubeClient, resource_path
 from gputopo.controller.reflector import Reflector
 
 __all__ = ["ClusterWatches"]
@@ -28,7 +31,13 @@ logger = logging.getLogger("gputopo.controller")
 
 class ClusterWatches:
     def __init__(
-        self, client: KubeClient, quarantine: Quarantine, poke: Callable[[], None], *, page_size: int = 100
+        self,
+        client: KubeClient,
+        quarantine: Quarantine,
+        poke: Callable[[], None],
+        *,
+        page_size: int = 100,
+        dra: bool = False,
     ) -> None:
         self.quarantine = quarantine
         self._digests: dict[str, bytes] = {}
@@ -44,7 +53,34 @@ class ClusterWatches:
             on_delete=self._forget,
             page_size=page_size,
         )
+        self.slices: Reflector[SliceFacts] | None = None
+        self.claims: Reflector[ClaimFacts] | None = None
+        if dra:
+            self.slices = Reflector(
+                client,
+                "ResourceSlices",
+                resource_path(None, "resourceslices"),
+                lambda _, obj, __: slice_facts(obj),
+                on_change=poke,
+                page_size=page_size,
+            )
+            self.claims = Reflector(
+                client,
+                "ResourceClaims",
+                resource_path(None, "resourceclaims"),
+                lambda _, obj, __: claim_facts(obj),
+                on_change=poke,
+                page_size=page_size,
+                namespaced=True,
+            )
         self._tasks: list[asyncio.Task[None]] = []
+
+    def dra_view(self) -> DraView | None:
+        """The devices and claims now; None when not watching them (device-plugin mode)."""
+        if self.slices is None or self.claims is None:
+            return None
+        claims = {(c.namespace, c.name): c for c in self.claims.items.values()}
+        return DraView(dict(self.slices.items), claims)
 
     def _forget(self, name: str) -> None:
         self._digests.pop(name, None)
@@ -71,11 +107,10 @@ class ClusterWatches:
 
     async def __aenter__(self) -> ClusterWatches:
         """Start both watches and return once each has listed its kind once."""
-        self._tasks = [
-            asyncio.create_task(self.nodes.run(), name="watch nodes"),
-            asyncio.create_task(self.topologies.run(), name="watch nodetopologies"),
-        ]
-        await asyncio.gather(self.nodes.synced.wait(), self.topologies.synced.wait())
+        reflectors: list[Reflector[Any]] = [self.nodes, self.topologies]
+        reflectors += [r for r in (self.slices, self.claims) if r is not None]
+        self._tasks = [asyncio.create_task(r.run(), name=f"watch {r.kind}") for r in reflectors]
+        await asyncio.gather(*(r.synced.wait() for r in reflectors))
         logger.info("watching %d nodes and %d NodeTopologies", len(self.nodes.items), len(self.topologies.items))
         return self
 

@@ -1,0 +1,315 @@
+"""Dynamic Resource Allocation, as gputopo uses it: the driver's devices, the claims, and what pins a rank.
+
+In ``dra`` mode every rank gets a ResourceClaim of its own (``<job>-<rank>-g<generation>``) that asks
+for exactly its planned GPUs of NVIDIA's device class ``gpu.nvidia.com``, pinned by a CEL selector on
+the driver's ``uuid`` attribute, and the pod names that claim instead of an ``nvidia.com/gpu`` limit:
+kube-scheduler can then allocate nothing but the planned devices, on nothing but the planned node.
+
+NVIDIA's DRA driver publishes one ResourceSlice per node (pool = node name), one device per GPU named
+``gpu-<minor>``, with the attributes ``type`` ("gpu") and ``uuid`` among others. The operator matches a
+device to the probe's GPU by that UUID, never by index or name (the driver dropped its ``index``).
+
+Pure: bodies in, facts out; facts in, manifests and verdicts out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
+from typing import Any
+
+from gputopo.api.group import (
+    ANNOTATION_PLACEMENT_GENERATION,
+    DRA_DEVICE_CLASS,
+    DRA_DRIVER,
+    GPU_RESOURCE,
+    LABEL_JOB,
+    LABEL_RANK,
+)
+
+__all__ = [
+    "CLAIM_REQUEST",
+    "DEVICE_CLASS",
+    "DRIVER",
+    "POD_CLAIM",
+    "ClaimFacts",
+    "DeviceFacts",
+    "DeviceRef",
+    "DraView",
+    "GpuAllocation",
+    "SliceFacts",
+    "claim_facts",
+    "claim_manifest",
+    "claim_name",
+    "slice_facts",
+    "use_claim",
+    "uuid_selector",
+]
+
+DRIVER = DRA_DRIVER
+DEVICE_CLASS = DRA_DEVICE_CLASS
+CLAIM_REQUEST = "gpus"  # the one request of a rank's claim
+POD_CLAIM = "gpus"  # the pod's name for its claim (spec.resourceClaims[].name)
+RESOURCE_API = "resource.k8s.io/v1"
+
+_UUID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")  # NVML's GPU-xxxxxxxx-...; nothing CEL would misread
+
+
+class GpuAllocation(StrEnum):
+    """Who decides which GPUs of a node a rank gets."""
+
+    DEVICE_PLUGIN = "devicePlugin"  # the kubelet's device plugin, from an nvidia.com/gpu limit
+    DRA = "dra"  # kube-scheduler, from a ResourceClaim that names the planned devices
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRef:
+    """A device as an allocation result names it."""
+
+    driver: str
+    pool: str
+    device: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceFacts:
+    ref: DeviceRef
+    node: str
+    uuid: str
+    tainted: bool = False  # a NoSchedule or NoExecute taint: kube-scheduler allocates it to nobody new
+
+
+@dataclass(frozen=True, slots=True)
+class SliceFacts:
+    name: str
+    driver: str
+    pool: str
+    generation: int
+    node: str
+    devices: tuple[DeviceFacts, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimFacts:
+    namespace: str
+    name: str
+    uid: str = ""
+    job: str | None = None  # the gputopo.io/job label
+    rank: int | None = None
+    generation: int | None = None
+    owner_uid: str | None = None  # uid of the owning TrainingJob
+    allocated: tuple[DeviceRef, ...] = ()
+    reserved: bool = False  # some pod is in status.reservedFor
+    deleting: bool = False
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def slice_facts(body: Mapping[str, Any]) -> SliceFacts:
+    """A ResourceSlice; a device without a string ``uuid`` of the driver's own domain is kept without one."""
+    meta, spec = _dict(body.get("metadata")), _dict(body.get("spec"))
+    pool = _dict(spec.get("pool"))
+    driver = str(spec.get("driver") or "")
+    pool_name = str(pool.get("name") or "")
+    node = str(spec.get("nodeName") or "")
+    devices = []
+    for device in map(_dict, _list(spec.get("devices"))):
+        attributes = _dict(device.get("attributes"))
+        uuid = _dict(attributes.get("uuid") or attributes.get(f"{driver}/uuid")).get("string")
+        tainted = any(_dict(t).get("effect") in ("NoSchedule", "NoExecute") for t in _list(device.get("taints")))
+        devices.append(
+            DeviceFacts(
+                DeviceRef(driver, pool_name, str(device.get("name") or "")),
+                node,
+                str(uuid) if isinstance(uuid, str) else "",
+                tainted,
+            )
+        )
+    return SliceFacts(
+        name=str(meta.get("name") or ""),
+        driver=driver,
+        pool=pool_name,
+        generation=_int(pool.get("generation")) or 0,
+        node=node,
+        devices=tuple(devices),
+    )
+
+
+def claim_facts(body: Mapping[str, Any]) -> ClaimFacts:
+    meta, status = _dict(body.get("metadata")), _dict(body.get("status"))
+    labels, annotations = _dict(meta.get("labels")), _dict(meta.get("annotations"))
+    owner = next(
+        (
+            str(ref.get("uid"))
+            for ref in map(_dict, _list(meta.get("ownerReferences")))
+            if ref.get("kind") == "TrainingJob" and ref.get("uid")
+        ),
+        None,
+    )
+    results = _list(_dict(_dict(status.get("allocation")).get("devices")).get("results"))
+    allocated = tuple(
+        DeviceRef(str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or ""))
+        for r in map(_dict, results)
+    )
+    job = labels.get(LABEL_JOB)
+    return ClaimFacts(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        job=str(job) if job else None,
+        rank=_int(labels.get(LABEL_RANK)),
+        generation=_int(annotations.get(ANNOTATION_PLACEMENT_GENERATION)),
+        owner_uid=owner,
+        allocated=allocated,
+        reserved=bool(_list(status.get("reservedFor"))),
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+@dataclass(frozen=True)
+class DraView:
+    """The driver's devices and every claim in the cluster, as one pass sees them."""
+
+    slices: Mapping[str, SliceFacts] = field(default_factory=dict)
+    claims: Mapping[tuple[str, str], ClaimFacts] = field(default_factory=dict)
+    driver: str = DRIVER
+
+    @cached_property
+    def _devices(self) -> dict[DeviceRef, DeviceFacts]:
+        newest: dict[str, int] = {}
+        for s in self.slices.values():
+            if s.driver == self.driver:
+                newest[s.pool] = max(newest.get(s.pool, s.generation), s.generation)
+        found: dict[DeviceRef, DeviceFacts] = {}
+        for s in self.slices.values():
+            if s.driver == self.driver and s.generation == newest[s.pool]:
+                for device in s.devices:
+                    found[device.ref] = device
+        return found
+
+    @cached_property
+    def _by_uuid(self) -> dict[tuple[str, str], DeviceFacts]:
+        return {(d.node, d.uuid): d for d in self._devices.values() if d.uuid}
+
+    @cached_property
+    def _holders(self) -> dict[DeviceRef, ClaimFacts]:
+        return {ref: claim for claim in self.claims.values() for ref in claim.allocated}
+
+    def devices(self) -> dict[DeviceRef, DeviceFacts]:
+        """The driver's devices, from the newest generation of each pool only (as the allocator reads them)."""
+        return self._devices
+
+    def by_uuid(self) -> dict[tuple[str, str], DeviceFacts]:
+        """(node, uuid) -> device."""
+        return self._by_uuid
+
+    def holders(self) -> dict[DeviceRef, ClaimFacts]:
+        """Which claim each allocated device belongs to."""
+        return self._holders
+
+    @cached_property
+    def _by_job(self) -> dict[tuple[str, str], tuple[ClaimFacts, ...]]:
+        grouped: dict[tuple[str, str], list[ClaimFacts]] = {}
+        for claim in self.claims.values():
+            if claim.job is not None:
+                grouped.setdefault((claim.namespace, claim.job), []).append(claim)
+        return {key: tuple(sorted(found, key=lambda c: c.name)) for key, found in grouped.items()}
+
+    def claims_of(self, namespace: str, job: str) -> tuple[ClaimFacts, ...]:
+        """The claims labelled with the job's name (an earlier job of the same name's too)."""
+        return self._by_job.get((namespace, job), ())
+
+    def unavailable(self, node: str, uuids: Mapping[int, str]) -> set[int]:
+        """The GPUs (index -> UUID) of ``node`` kube-scheduler cannot allocate: allocated to any claim,
+        not published by the driver, or tainted."""
+        out = set()
+        for index, uuid in uuids.items():
+            device = self._by_uuid.get((node, uuid)) if uuid else None
+            if device is None or device.tainted or device.ref in self._holders:
+                out.add(index)
+        return out
+
+
+def claim_name(job: str, rank: int, generation: int) -> str:
+    """Deterministic per placement: a new plan gets new claims (a claim's spec cannot change)."""
+    return f"{job}-{rank}-g{generation}"
+
+
+def uuid_selector(uuids: Iterable[str], driver: str = DRIVER) -> str:
+    """The CEL expression that matches exactly these GPUs; a UUID CEL could misread is a ValueError."""
+    wanted = list(uuids)
+    bad = [u for u in wanted if not _UUID.match(u)]
+    if bad or not wanted:
+        raise ValueError(f"GPU UUIDs {bad or wanted!r} cannot be pinned")
+    quoted = ", ".join(f'"{u}"' for u in wanted)
+    return f'device.attributes["{driver}"].uuid in [{quoted}]'
+
+
+def claim_manifest(
+    job: str,
+    namespace: str,
+    owner: Mapping[str, Any],
+    rank: int,
+    generation: int,
+    uuids: Iterable[str],
+    device_class: str = DEVICE_CLASS,
+) -> dict[str, Any]:
+    """A rank's ResourceClaim: exactly these GPUs, owned by the TrainingJob (deleted with it)."""
+    wanted = list(uuids)
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": claim_name(job, rank, generation),
+            "namespace": namespace,
+            "labels": {LABEL_JOB: job, LABEL_RANK: str(rank)},
+            "annotations": {ANNOTATION_PLACEMENT_GENERATION: str(generation)},
+            "ownerReferences": [dict(owner)],
+        },
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": CLAIM_REQUEST,
+                        "exactly": {
+                            "deviceClassName": device_class,
+                            "allocationMode": "ExactCount",
+                            "count": len(wanted),
+                            "selectors": [{"cel": {"expression": uuid_selector(wanted)}}],
+                        },
+                    }
+                ]
+            }
+        },
+    }
+
+
+def use_claim(pod_spec: dict[str, Any], claim: str, container: dict[str, Any]) -> None:
+    """Point the pod at its claim: ``container`` gets the GPUs, and nothing asks the device plugin for any."""
+    for c in pod_spec.get("containers") or []:
+        resources = _dict(c.get("resources"))
+        for key in ("limits", "requests"):
+            values = resources.get(key)
+            if isinstance(values, dict):
+                values.pop(GPU_RESOURCE, None)
+    others = [r for r in _list(pod_spec.get("resourceClaims")) if _dict(r).get("name") != POD_CLAIM]
+    pod_spec["resourceClaims"] = [*others, {"name": POD_CLAIM, "resourceClaimName": claim}]
+    resources = container.setdefault("resources", {})
+    mine = [c for c in _list(resources.get("claims")) if _dict(c).get("name") != POD_CLAIM]
+    resources["claims"] = [*mine, {"name": POD_CLAIM}]
