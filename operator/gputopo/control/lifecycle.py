@@ -270,6 +270,12 @@ def _placed_step(
         s.condition("Placed", True, "WaitingForOldPods", "the previous gang is terminating")
         return _with_faults(s, spec, placement, view, config)
 
+    # Checked before the gang is whole too: a rank whose pod cannot be created yet must not keep a plan whose
+    # devices someone else has taken meanwhile.
+    blocked = _blocked_claims(s, placement, current) if config.gpu_allocation is GpuAllocation.DRA else []
+    if blocked:
+        return _replan(s, list(current.values()), "ClaimUnallocatable", "; ".join(blocked), frozenset())
+
     missing = [w for w in placement.workers if w.rank not in current]
     if missing and status.phase is JobPhase.RUNNING:
         return _restart(s, spec, "WorkerLost", f"{pod_name(job.name, missing[0].rank)} disappeared", view, current)
@@ -291,10 +297,6 @@ def _placed_step(
     if all(p.phase == "Succeeded" for p in gang):
         s.finish(JobPhase.SUCCEEDED, "AllWorkersSucceeded", f"{len(gang)} workers succeeded")
         return _done(s)
-
-    blocked = _blocked_claims(s, placement, current) if config.gpu_allocation is GpuAllocation.DRA else []
-    if blocked:
-        return _replan(s, gang, "ClaimUnallocatable", "; ".join(blocked), frozenset())
 
     gated = [p.name for p in gang if p.gated]
     if gated:

@@ -48,7 +48,11 @@ def planned_from_status(statuses: Iterable[tuple[JobKey, TrainingJobStatus]]) ->
     return plans
 
 
-def _visible_generation(job: JobFacts, pods: Sequence[PodFacts]) -> int | None:
+def _visible_generation(job: JobFacts, pods: Sequence[PodFacts], status: TrainingJobStatus) -> int | None:
+    """The generation the cluster shows whole; a plan this step abandoned (placement cleared) counts as
+    shown, so the ledger lets its GPUs go even when its gang was never complete."""
+    if status.placement is not None and not status.placement.workers and status.placement.generation:
+        return status.placement.generation
     placement = job.status.placement
     if placement is None or not placement.workers:
         return None
@@ -87,7 +91,7 @@ def run_pass(
             result = unreadable(job, now, error, view, config)
         steps[key] = result
         if job.status.phase not in TERMINAL:
-            out.visible[key] = _visible_generation(job, pods)
+            out.visible[key] = _visible_generation(job, pods, result.status)
         if result.avoid_nodes:
             out.avoid[key] = result.avoid_nodes
         if result.restart is not None:

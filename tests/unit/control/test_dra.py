@@ -23,6 +23,7 @@ from gputopo.control.dra import (
     uuid_selector,
 )
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
+from gputopo.control.ledger import Ledger, PlannedGang
 from gputopo.control.lifecycle import Config
 from gputopo.control.reconcile import Pass, run_pass
 from gputopo.control.view import ClusterView, used_gpus
@@ -349,3 +350,16 @@ def test_an_allocated_claim_is_not_second_guessed() -> None:
 def replace_deleting(body: dict[str, Any]) -> dict[str, Any]:
     body["metadata"]["deletionTimestamp"] = "2025-01-01T12:00:00Z"
     return body
+
+
+def test_a_plan_sent_back_leaves_the_ledger_even_when_its_gang_never_appeared_whole() -> None:
+    workers = [WorkerPlacement(rank=r, node=n, gpus=list(range(8))) for r, n in enumerate(("n1", "n2"))]
+    placement = Placement(generation=1, estimatedBusBandwidthGBps=1.0, bottleneck="test", workers=workers)
+    j = job("llm", workers=2, gpus=8, status=TrainingJobStatus(phase=JobPhase.PLACING, placement=placement))
+    ledger = Ledger()
+    ledger.reserve(PlannedGang(j.key, 1, tuple((w.node, tuple(w.gpus)) for w in workers)))
+    view = dra_view(cluster().node("n1").node("n2").view(), claims=[claim_body("thief", "n2", [0])])
+    # Only rank 0's pod could be created: the gang was never whole, so the pods never made the plan visible.
+    result = run_pass({j.key: j}, {j.key: [pod(j, 0, gated=True)]}, view, list(ledger), {}, DRA, at(10), place)
+    ledger.prune(result.visible)
+    assert j.key not in ledger
