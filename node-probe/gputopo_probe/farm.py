@@ -19,6 +19,7 @@ from gputopo.topology.model import Topology
 from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.errors import ProbeError
 from gputopo_probe.fake.allocation import AllocationMode, FakeAllocator
+from gputopo_probe.fake.dra import FakeDraDriver
 from gputopo_probe.fake.faults import FaultStore
 from gputopo_probe.fake.node import FakeNode
 from gputopo_probe.fake.podwatch import PodWatch
@@ -83,6 +84,7 @@ def build_member(
     down_after: int,
     up_after: int,
     heartbeat_s: float,
+    dra: bool = False,
 ) -> Member:
     fake = FakeNode(spec.node, topology, faults=faults)
     probe = Probe(
@@ -102,7 +104,8 @@ def build_member(
         fake.close()
 
     probe.close = close  # type: ignore[method-assign]
-    publisher = Publisher(kube, spec.node, heartbeat_s=heartbeat_s) if kube else None
+    driver = FakeDraDriver(kube) if dra and isinstance(kube, Kube) else None
+    publisher = Publisher(kube, spec.node, heartbeat_s=heartbeat_s, driver=driver) if kube else None
     return Member(spec.node, probe, publisher)
 
 
@@ -135,6 +138,7 @@ def run_farm(args: argparse.Namespace) -> int:
                         down_after=args.down_after,
                         up_after=args.up_after,
                         heartbeat_s=args.heartbeat,
+                        dra=bool(getattr(args, "dra", False)),
                     )
                 )
             except ProbeError as error:

@@ -86,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
 def build_farm_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gputopo-probe farm", description="Many fake probes in one process.")
     p.add_argument("--nodes-file", required=True, help="YAML: nodes: [{node, topology, gpuModel}]")
+    p.add_argument(
+        "--dra",
+        action="store_true",
+        help="also publish each node's GPUs as a ResourceSlice, the way NVIDIA's DRA driver (gpu.nvidia.com) does",
+    )
     _common(p)
     return p
 

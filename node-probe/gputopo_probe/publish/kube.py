@@ -65,6 +65,12 @@ class Kube:
             self.api.request("PATCH", path, body=head, content_type=_APPLY, params=_APPLY_PARAMS)
             apply_status()
 
+    def apply_resource_slice(self, body: dict[str, Any]) -> None:
+        """Server-side apply of a resource.k8s.io/v1 ResourceSlice (the sandbox's fake DRA driver)."""
+        name = body["metadata"]["name"]
+        path = f"/apis/resource.k8s.io/v1/resourceslices/{name}"
+        self.api.request("PATCH", path, body=body, content_type=_APPLY, params=_APPLY_PARAMS)
+
     def apply_node_labels(self, name: str, labels: dict[str, str]) -> None:
         body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
         self.api.request("PATCH", f"/api/v1/nodes/{name}", body=body, content_type=_APPLY, params=_APPLY_PARAMS)

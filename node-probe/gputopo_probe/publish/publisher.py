@@ -9,13 +9,14 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from gputopo.api.labels import LABEL_GFD_CLIQUE, LABEL_NVLINK_CLIQUE
+from gputopo.topology.model import Topology
 from gputopo_probe.errors import ApiError
 from gputopo_probe.health.monitor import Transition
 from gputopo_probe.probe import Poll
 from gputopo_probe.publish.backoff import Backoff
 from gputopo_probe.publish.labels import node_labels
 
-__all__ = ["KubeWriter", "Publisher"]
+__all__ = ["DeviceDriver", "KubeWriter", "Publisher"]
 
 log = logging.getLogger(__name__)
 _MAX_PENDING_EVENTS = 100
@@ -27,6 +28,12 @@ class KubeWriter(Protocol):
     def apply_node_labels(self, name: str, labels: dict[str, str]) -> None: ...
     def foreign_label(self, name: str, key: str) -> str | None: ...
     def node_event(self, node: str, node_uid: str, *, reason: str, message: str, warning: bool) -> None: ...
+
+
+class DeviceDriver(Protocol):
+    """Publishes the node's GPUs as a DRA driver would (the sandbox's fake one); writes only on change."""
+
+    def publish(self, node: str, node_uid: str, topology: Topology) -> None: ...
 
 
 def _reason(t: Transition) -> str:
@@ -43,8 +50,12 @@ class Publisher:
         heartbeat_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
         backoff: Backoff | None = None,
+        driver: DeviceDriver | None = None,
     ) -> None:
+        """With ``driver`` (the sandbox in DRA mode) each poll's GPUs also go to that driver, which publishes
+        them as a ResourceSlice."""
         self.kube = kube
+        self.driver = driver
         self.node = node
         self.heartbeat_s = heartbeat_s
         self.clock = clock
@@ -114,6 +125,8 @@ class Publisher:
             if due:
                 self.kube.apply_node_topology(self.node, self.node_uid, poll.status().to_api())
                 self._key, self._written_at = poll.key, now
+            if self.driver is not None:
+                self.driver.publish(self.node, self.node_uid, poll.topology)
             if labels is not None and labels != self._labels:
                 self.kube.apply_node_labels(self.node, self._defer_to_gfd(labels))
                 self._labels = labels

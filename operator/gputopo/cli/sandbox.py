@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from gputopo.cli.errors import fail
+from gputopo.control.dra import GpuAllocation
 from gputopo.sandbox import DEFAULT_NAME, PROFILES, Sandbox, SandboxError
 from gputopo.sandbox.faults import fabric_fault, gpu_fault, link_fault, nic_fault, node_fault
 
@@ -32,12 +33,25 @@ def up(
     operator: Annotated[bool, typer.Option("--operator/--no-operator", help="Also run the operator.")] = False,
     probes: Annotated[bool, typer.Option("--probes/--no-probes", help="Run the fake node probes.")] = True,
     interval: Annotated[float, typer.Option("--probe-interval", help="Probe poll interval, s.")] = 1.0,
+    gpu_allocation: Annotated[
+        GpuAllocation,
+        typer.Option(
+            "--gpu-allocation",
+            help="devicePlugin, or dra: the fake probes publish ResourceSlices as NVIDIA's DRA driver does and "
+            "the operator creates a ResourceClaim per rank.",
+        ),
+    ] = GpuAllocation.DEVICE_PLUGIN,
     name: NameOpt = DEFAULT_NAME,
 ) -> None:
     """Start the sandbox (or reuse a running one with the same shape)."""
     try:
         status = Sandbox(name).up(
-            nodes=nodes, profile=profile, operator=operator, probes=probes, probe_interval=interval
+            nodes=nodes,
+            profile=profile,
+            operator=operator,
+            probes=probes,
+            probe_interval=interval,
+            gpu_allocation=gpu_allocation.value,
         )
     except SandboxError as error:
         _fail(error)

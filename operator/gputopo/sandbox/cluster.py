@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from gputopo.api import crdgen
+from gputopo.api.group import DRA_DEVICE_CLASS, DRA_DRIVER
 from gputopo.sandbox import processes
 from gputopo.sandbox.binaries import KUBE_VERSION, Binaries, cache_root, find_binaries
 from gputopo.sandbox.errors import SandboxError
@@ -28,6 +29,22 @@ from gputopo.sandbox.profiles import NodePlan, domain_fabric, plan_nodes
 __all__ = ["DEFAULT_NAME", "Sandbox", "SandboxStatus"]
 
 DEFAULT_NAME = "gputopo"
+
+# NVIDIA's DRA driver installs this DeviceClass of whole GPUs (its Helm chart's deviceclass-gpu.yaml).
+DEVICE_CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": DRA_DEVICE_CLASS},
+    "spec": {
+        "selectors": [
+            {
+                "cel": {
+                    "expression": f"device.driver == '{DRA_DRIVER}' && device.attributes['{DRA_DRIVER}'].type == 'gpu'"
+                }
+            }
+        ]
+    },
+}
 
 
 @dataclass
@@ -118,25 +135,38 @@ class Sandbox:
         operator: bool = False,
         probe_interval: float = 1.0,
         wait: float = 180.0,
+        gpu_allocation: str = "devicePlugin",
     ) -> SandboxStatus:
-        """Start (or reuse) the cluster with ``nodes`` simulated GPU nodes of ``profile``."""
+        """Start (or reuse) the cluster with ``nodes`` simulated GPU nodes of ``profile``.
+
+        With ``gpu_allocation="dra"`` the fake probes also publish each node's GPUs as ResourceSlices the way
+        NVIDIA's DRA driver does, its DeviceClass ``gpu.nvidia.com`` is created, and the operator started here
+        runs in that mode.
+        """
+        if gpu_allocation not in ("devicePlugin", "dra"):
+            raise SandboxError(f"gpu allocation must be devicePlugin or dra, not {gpu_allocation!r}")
         plans = plan_nodes(profile, nodes)
         state = self._state()
         if self.api_ready():
             recorded = state.get("nodes") is not None
-            if recorded and (state.get("nodes") != nodes or state.get("profile") != profile):
+            shape = (state.get("nodes"), state.get("profile"), state.get("gpu_allocation", "devicePlugin"))
+            if recorded and shape != (nodes, profile, gpu_allocation):
                 raise SandboxError(
                     f"sandbox {self.name!r} is already up with {state.get('nodes')} nodes of profile "
-                    f"{state.get('profile')!r}; run `gputopo sandbox down` first, or call up with the same "
-                    "--nodes and --profile to reuse it"
+                    f"{state.get('profile')!r}, gpu allocation {shape[2]}; run `gputopo sandbox down` first, or "
+                    "call up with the same --nodes, --profile and --gpu-allocation to reuse it"
                 )
             _log(f"reusing running sandbox {self.name!r} ({nodes} nodes, profile {profile})")
         else:
             self._start_cluster()
         self.start_supervisor()
         self._install_crds()
+        if gpu_allocation == "dra":
+            self.kubectl("apply", "-f", "-", input=json.dumps(DEVICE_CLASS))
         self._create_nodes(plans)
-        self._save_state(nodes=nodes, profile=profile, node_names=[p.name for p in plans])
+        self._save_state(
+            nodes=nodes, profile=profile, node_names=[p.name for p in plans], gpu_allocation=gpu_allocation
+        )
         if probes:
             self.start_probes(plans, interval=probe_interval)
             self.wait_for_topologies([p.name for p in plans], timeout=wait)
@@ -260,6 +290,8 @@ class Sandbox:
             "--nodes-file", str(self.nodes_file), "--kubeconfig", str(self.kubeconfig),
             "--fault-dir", str(self.fault_dir), "--interval", str(interval), "--listen", "off",
         ]  # fmt: skip
+        if self.gpu_allocation == "dra":
+            argv.append("--dra")
         processes.start(argv, pid_file=pid_file, log_file=self.log_dir / "probe-farm.log")
         _log(f"fake node probes started (log: {self.log_dir / 'probe-farm.log'})")
 
@@ -268,7 +300,7 @@ class Sandbox:
         if processes.alive(pid_file):
             return
         argv = [sys.executable, "-m", "gputopo.controller.main"]
-        env = {"KUBECONFIG": str(self.kubeconfig), **(extra_env or {})}
+        env = {"KUBECONFIG": str(self.kubeconfig), "GPUTOPO_GPU_ALLOCATION": self.gpu_allocation, **(extra_env or {})}
         processes.start(argv, pid_file=pid_file, log_file=self.log_dir / "operator.log", env=env)
         _log(f"operator started (log: {self.log_dir / 'operator.log'})")
 
@@ -291,6 +323,11 @@ class Sandbox:
             f"no NodeTopology after {timeout:.0f} s for {len(missing)} nodes (e.g. {sorted(missing)[:3]}); "
             f"see {self.log_dir / 'probe-farm.log'}"
         )
+
+    @property
+    def gpu_allocation(self) -> str:
+        """devicePlugin or dra, as the last ``up`` set it."""
+        return str(self._state().get("gpu_allocation", "devicePlugin"))
 
     def node_names(self) -> list[str]:
         """The simulated nodes the last ``up`` created (read from the state file, no API call)."""

@@ -1,0 +1,88 @@
+"""A fake node's ResourceSlice, written the way NVIDIA's DRA driver writes its own (gpu.nvidia.com).
+
+The driver (kubernetes-sigs/dra-driver-nvidia-gpu) publishes one slice per node: pool = node name, one
+device per whole GPU named ``gpu-<minor>`` (the ``/dev/nvidia<minor>`` number; a fake GPU's minor is its
+index), with the attributes ``type`` ("gpu"), ``uuid``, ``productName``, ``architecture``, ``driverVersion``
+and the standard ``resource.kubernetes.io/pciBusID``, and its memory as capacity. Here a GPU the probe
+reads as unhealthy is withdrawn from the slice, so kube-scheduler allocates it to nobody new.
+
+``resource_slice`` is pure (a topology in, a slice body out); ``FakeDraDriver`` writes it on change.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Protocol
+
+from gputopo.api.group import DRA_DRIVER
+from gputopo.topology.model import Gpu, Topology
+
+__all__ = ["FakeDraDriver", "device_name", "resource_slice", "slice_name"]
+
+_SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+def slice_name(node: str) -> str:
+    return f"{node}-{DRA_DRIVER}"
+
+
+def device_name(gpu: Gpu) -> str:
+    return f"gpu-{gpu.index}"
+
+
+def _device(gpu: Gpu, driver_version: str) -> dict[str, Any]:
+    attributes: dict[str, Any] = {"type": {"string": "gpu"}, "uuid": {"string": gpu.uuid}}
+    if gpu.model:
+        attributes["productName"] = {"string": gpu.model[:64]}
+    if gpu.architecture:
+        attributes["architecture"] = {"string": gpu.architecture[:64]}
+    if _SEMVER.match(driver_version):
+        attributes["driverVersion"] = {"version": driver_version}
+    if gpu.pci_bus_id:
+        attributes["resource.kubernetes.io/pciBusID"] = {"string": gpu.pci_bus_id.lower()}
+    device: dict[str, Any] = {"name": device_name(gpu), "attributes": attributes}
+    if gpu.memory_mib:
+        device["capacity"] = {"memory": {"value": f"{gpu.memory_mib}Mi"}}
+    return device
+
+
+def resource_slice(node: str, node_uid: str, topology: Topology, generation: int) -> dict[str, Any]:
+    """The node's slice: a device per healthy GPU with a UUID (the driver cannot publish one without)."""
+    meta: dict[str, Any] = {"name": slice_name(node)}
+    if node_uid:
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid}]
+    driver_version = topology.system.driver_version
+    devices = [_device(g, driver_version) for g in topology.gpus if g.healthy and g.uuid]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": meta,
+        "spec": {
+            "driver": DRA_DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+class SliceWriter(Protocol):
+    def apply_resource_slice(self, body: dict[str, Any]) -> None: ...
+
+
+class FakeDraDriver:
+    """One node's fake driver: writes the node's slice when its devices change, with the pool's next generation."""
+
+    def __init__(self, writer: SliceWriter) -> None:
+        self.writer = writer
+        self.generation = 0
+        self._devices: list[Any] | None = None
+
+    def publish(self, node: str, node_uid: str, topology: Topology) -> None:
+        body = resource_slice(node, node_uid, topology, self.generation + 1)
+        devices = body["spec"]["devices"]
+        if devices == self._devices:
+            return
+        self.writer.apply_resource_slice(body)
+        self._devices = devices
+        self.generation += 1
