@@ -146,3 +146,23 @@ def test_api_errors_back_off_and_list_again() -> None:
     r = asyncio.run(drive(api, lambda r: r.lists == 2, backoffs))
     assert r.items == {"a": "2"} and r.lists == 2
     assert backoffs.delays == [0.5]  # one backoff before the second list, and no real wait
+
+
+def test_a_namespaced_kind_keeps_objects_of_one_name_in_two_namespaces_apart() -> None:
+    def claim(namespace: str, name: str, value: str, version: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": version}, "data": {"v": value}}
+
+    api = ScriptedApi(
+        lists=[[page([claim("a", "llm-0-g1", "1", "5"), claim("b", "llm-0-g1", "2", "5")], "5")]],
+        watches=[[{"type": "DELETED", "object": claim("a", "llm-0-g1", "1", "6")}]],
+    )
+    reflector: Reflector[str] = Reflector(
+        api,  # type: ignore[arg-type]
+        "ResourceClaims",
+        "/claims",
+        parse,
+        namespaced=True,
+        sleep=Backoffs(),
+    )
+    asyncio.run(play(api, reflector))
+    assert reflector.items == {"b/llm-0-g1": "2"}
