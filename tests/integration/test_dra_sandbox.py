@@ -55,7 +55,6 @@ def operator(box: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -> It
 def jobs(box: SandboxHandle, operator: OperatorProcess) -> Iterator[Jobs]:
     with namespace_jobs(box.kubectl, NS, operator) as handle:
         yield handle
-    box.kubectl("delete", "resourcequota", "--all", "-n", NS, "--wait=false", check=False)
     box.kubectl("delete", "namespace", OTHER, "--wait=false", check=False)
 
 
@@ -184,15 +183,14 @@ def test_re_placement_releases_the_old_claims_and_withdraws_the_faulty_device(bo
 
 
 def test_a_rank_whose_planned_device_was_taken_is_planned_again(box: SandboxHandle, jobs: Jobs) -> None:
-    # A quota of one pod holds the gang back after rank 0's pod: the plan and both claims exist, nothing is bound.
-    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "one-pod", "namespace": NS},
-             "spec": {"hard": {"pods": "1"}}}  # fmt: skip
-    box.kubectl("apply", "-f", "-", input=json.dumps(quota))
-    box.wait_for("the quota to count", lambda: box.get_json("resourcequota", "one-pod", "-n", NS).get("status"))
-    jobs.apply(training_job("held", NS, workers=2, gpusPerWorker=8))
+    # Pods for a scheduler nobody runs stay unbound: the plan and its claims exist, nothing is allocated.
+    held_back = {"spec": {"schedulerName": "nobody", "containers": [{"name": "t", "image": "pytorch"}]}}
+    jobs.apply(training_job("held", NS, workers=2, gpusPerWorker=8, template=held_back))
     jobs.wait("both claims", lambda: len(claim_names(box, "held")) == 2, TIMEOUT)
     plan = jobs.status("held")["placement"]
     victim = plan["workers"][1]
+    # The next plan's pods go to kube-scheduler.
+    jobs.apply(training_job("held", NS, workers=2, gpusPerWorker=8))
     uuid = uuids_by_index(box, victim["node"])[victim["gpus"][0]]
     # Another workload takes one of rank 1's planned GPUs through its own claim.
     box.kubectl("create", "namespace", OTHER, check=False)
@@ -219,8 +217,8 @@ def test_a_rank_whose_planned_device_was_taken_is_planned_again(box: SandboxHand
     )
     assert f"GPU {victim['gpus'][0]} of {victim['node']} (rank 1)" in event["message"]
     assert f"ResourceClaim {OTHER}/thief" in event["message"]
-    box.kubectl("delete", "resourcequota", "one-pod", "-n", NS)
     running(jobs, "held", 2)
+    assert jobs.status("held")["placement"]["generation"] == plan["generation"] + 1
     held = assert_allocation_is_the_plan(box, jobs, "held")
     thief = allocated(claims(box, OTHER)[0])
     assert not set(held) & set(thief)
