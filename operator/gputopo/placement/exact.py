@@ -72,6 +72,8 @@ def _free(node: NodeInfo) -> tuple[int, ...]:
 # Per (topology identity, free GPUs, group size, rule): the topology (to check identity) and its choices.
 _MEMO: dict[tuple[int, tuple[int, ...], int, IntraNode], tuple[Topology, tuple[SubsetChoice, ...]]] = {}
 _MEMO_LIMIT = 8192
+# Per (topology identity, group size, rule): the topology and its memoised "splits into groups" test.
+_SPLITS: dict[tuple[int, int, IntraNode], tuple[Topology, Callable[[tuple[int, ...]], bool]]] = {}
 
 
 def _choices(topology: Topology, free: tuple[int, ...], k: int, intra: IntraNode) -> tuple[SubsetChoice, ...]:
@@ -79,7 +81,10 @@ def _choices(topology: Topology, free: tuple[int, ...], k: int, intra: IntraNode
     found = _MEMO.get(key)
     if found is not None and found[0] is topology:
         return found[1]
-    splits = _splits(topology, k, intra)
+    found_splits = _SPLITS.get((id(topology), k, intra))
+    if found_splits is None or found_splits[0] is not topology:
+        found_splits = _SPLITS[(id(topology), k, intra)] = (topology, _splits(topology, k, intra))
+    splits = found_splits[1]
     out = []
     for m in range(1, len(free) // k + 1):
         for gpus in combinations(free, m * k):
@@ -88,6 +93,7 @@ def _choices(topology: Topology, free: tuple[int, ...], k: int, intra: IntraNode
                 out.append(SubsetChoice(m, gpus, intra_bw, inter_node_bandwidth(topology, gpus).busbw_gbps))
     if len(_MEMO) >= _MEMO_LIMIT:
         _MEMO.clear()
+        _SPLITS.clear()
     _MEMO[key] = (topology, tuple(out))
     return tuple(out)
 
