@@ -15,12 +15,17 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from gputopo.api.trainingjob import IntraNode
 from gputopo.cli.simulate import plot_quality
+from gputopo.placement import NodeInfo, Placement, Request, Snapshot, place
+from gputopo.placement.exact import exhaustive_optimum, exhaustive_size
 from gputopo.placement.generate import generate_cluster, generate_trace
 from gputopo.placement.policies import POLICIES
 from gputopo.placement.simulation import PolicyReport, simulate
+from gputopo.topology.catalog import NODE_TYPES, load_node_type
 
 REPORTS = Path(__file__).parent / "reports"
+TIER0, TIER1 = "fabric.topograph.run/tier-0", "fabric.topograph.run/tier-1"
 SCENARIOS = [
     {"name": "mixed-128-frag15", "nodes": 128, "used_share": 0.15, "jobs": 300, "seed": 11},
     {"name": "mixed-256-frag05", "nodes": 256, "used_share": 0.05, "jobs": 300, "seed": 12},
@@ -48,6 +53,47 @@ def shortfalls(report: PolicyReport) -> list[dict[str, Any]]:
     return sorted(out, key=lambda row: row["ratio"])
 
 
+def small_instances(trials: int = 3000, seed: int = 5) -> dict[str, Any]:
+    """Random small clusters (1-3 nodes of any catalog type, half their GPUs used, two leaves) and gangs
+    (1-3 workers of 1, 2 or 4 GPUs, any intraNode): the engine against the exhaustive search."""
+    rng = random.Random(seed)
+    types = sorted(t for t in NODE_TYPES if "gb200" not in t)
+    rated = short = refused = 0
+    got_sum = best_sum = 0.0
+    cases: list[dict[str, Any]] = []
+    for _ in range(trials):
+        nodes = []
+        for i in range(rng.randint(1, 3)):
+            topology = load_node_type(rng.choice(types))
+            used = frozenset(g for g in range(topology.gpu_count) if rng.random() < 0.5)
+            labels = {TIER0: rng.choice(["l0", "l1"]), TIER1: "s0"}
+            nodes.append(NodeInfo(f"n{i}", topology, labels, used_gpus=used))
+        snap = Snapshot(nodes)
+        request = Request(rng.randint(1, 3), rng.choice([1, 2, 4]), intra_node=rng.choice(list(IntraNode)),
+                          same_model=rng.random() < 0.5)  # fmt: skip
+        if exhaustive_size(snap, request) > 30_000:
+            continue
+        best = exhaustive_optimum(snap, request)
+        if best is None:
+            continue
+        result = place(snap, request)
+        got = result.busbw_gbps if isinstance(result, Placement) else 0.0
+        rated += 1
+        got_sum += got
+        best_sum += best
+        if not isinstance(result, Placement) or got < best * (1 - 1e-9):
+            short += 1
+            refused += not isinstance(result, Placement)
+            cases.append({
+                "request": f"{request.workers} x {request.gpus_per_worker} GPUs, intraNode {request.intra_node}",
+                "nodes": [f"{n.gpu_model} used {sorted(n.used_gpus)}" for n in nodes],
+                "busbw_GBps": round(got, 3), "optimum_GBps": round(best, 3), "ratio": round(got / best, 4),
+            })  # fmt: skip
+    cases.sort(key=lambda c: c["ratio"])
+    ratio = got_sum / best_sum if best_sum else None
+    return {"rated": rated, "below_optimum": short, "refused": refused, "ratio_to_optimal": ratio, "worst": cases[:10]}
+
+
 def main() -> None:
     results: dict[str, Any] = {}
     pooled: dict[str, list[PolicyReport]] = defaultdict(list)
@@ -71,7 +117,8 @@ def main() -> None:
             "mean_busbw_GBps": sum(o.busbw_gbps for o in comm) / len(comm),
             "ratio_to_optimal": sum(o.busbw_gbps for o in rated) / sum(o.optimum_gbps or 0 for o in rated),
         }
-    doc = {"scenarios": results, "overall": overall}
+    small = small_instances()
+    doc = {"scenarios": results, "overall": overall, "small_instances": small}
     REPORTS.mkdir(exist_ok=True)
     (REPORTS / "placement_quality.json").write_text(json.dumps(doc, indent=2))
     lines = [
@@ -108,6 +155,20 @@ def main() -> None:
                 f"| {r['job']} | {r['gpus']} | {r['nodes']} | {r['busbw_GBps']} | {r['optimum_GBps']} | {r['ratio']} |"
                 for r in short[:15]
             ]
+        lines.append("")
+    ratio = small["ratio_to_optimal"]
+    lines += [
+        f"**random small clusters** (exhaustive search, `small_instances()`): {small['below_optimum']} of "
+        f"{small['rated']} gangs below the optimum ({small['refused']} refused though placeable); pooled ratio "
+        f"{'-' if ratio is None else f'{ratio:.4f}'}",
+        "",
+    ]
+    if small["worst"]:
+        lines += ["| gang | nodes | busbw GB/s | optimum GB/s | ratio |", "|---|---|---|---|---|"]
+        lines += [
+            f"| {c['request']} | {'; '.join(c['nodes'])} | {c['busbw_GBps']} | {c['optimum_GBps']} | {c['ratio']} |"
+            for c in small["worst"]
+        ]
         lines.append("")
     (REPORTS / "placement_quality.md").write_text("\n".join(lines) + "\n")
     plot_quality(overall, REPORTS / "placement_quality.png")

@@ -56,38 +56,53 @@ def k_subsets(mask: int, k: int) -> list[int]:
     return [sum(1 << b for b in combo) for combo in combinations(gpus_of(mask), k)]
 
 
-def _best_group(scores: NodeScores, free: int, taken: int, k: int, intra: IntraNode) -> int | None:
-    """The group whose union with ``taken`` is fastest; among equals the one whose remainder serves the next
-    jobs best (their bus bandwidth), then the one on the fewest NUMA nodes and nearest-NIC sets, then the
-    lowest indices."""
-    best: tuple[float, tuple[tuple[float, ...], ...], int, int, int] | None = None
-    choice = None
-    for group in k_subsets(free, k):
-        if not scores.allowed(group, intra):
-            continue
-        sockets, nics = scores.locality(group)
-        key = (round(scores.intra(group | taken), 9), scores.remainder(free & ~group), -sockets, -nics, -group)
-        if best is None or key > best:
-            best, choice = key, group
-    return choice
+def _split(
+    scores: NodeScores, union: int, k: int, intra: IntraNode, memo: dict[int, tuple[int, ...] | None]
+) -> tuple[int, ...] | None:
+    """The union split into valid groups of k (the lowest GPU's group first), or None when it cannot be."""
+    if union == 0:
+        return ()
+    if union in memo:
+        return memo[union]
+    low = union & -union
+    found: tuple[int, ...] | None = None
+    for others in k_subsets(union & ~low, k - 1):
+        group = low | others
+        if scores.allowed(group, intra):
+            rest = _split(scores, union & ~group, k, intra, memo)
+            if rest is not None:
+                found = (group, *rest)
+                break
+    memo[union] = found
+    return found
 
 
 def _offer(scores: NodeScores, free: int, k: int, intra: IntraNode) -> NodeOffer:
+    """Per worker count m, the best m groups taken together (not one after another: the first worker's
+    GPU must leave the second a good partner): the fastest union that splits into valid groups; among
+    equals the one whose remainder serves the next jobs best (their bus bandwidth), then the one on the
+    fewest NUMA nodes and nearest-NIC sets, then the lowest indices."""
     groups: list[tuple[int, ...]] = []
     intra_bw: list[float] = []
     inter_bw: list[float] = []
-    taken, left = 0, free
-    chosen: tuple[int, ...] = ()
-    while True:
-        group = _best_group(scores, left, taken, k, intra)
-        if group is None:
-            break
-        taken |= group
-        left &= ~group
-        chosen = (*chosen, group)
+    splits: dict[int, tuple[int, ...] | None] = {}
+    for m in range(1, free.bit_count() // k + 1):
+        best: tuple[float, tuple[tuple[float, ...], ...], int, int, int] | None = None
+        chosen: tuple[int, ...] | None = None
+        union_of_best = 0
+        for union in k_subsets(free, m * k):
+            parts = _split(scores, union, k, intra, splits)
+            if parts is None:
+                continue
+            sockets, nics = scores.locality(union)
+            key = (round(scores.intra(union), 9), scores.remainder(free & ~union), -sockets, -nics, -union)
+            if best is None or key > best:
+                best, chosen, union_of_best = key, parts, union
+        if chosen is None:
+            break  # m workers do not fit, so neither do more
         groups.append(chosen)
-        intra_bw.append(scores.intra(taken))
-        inter_bw.append(scores.inter(taken))
+        intra_bw.append(scores.intra(union_of_best))
+        inter_bw.append(scores.inter(union_of_best))
     return NodeOffer(scores, tuple(groups), tuple(intra_bw), tuple(inter_bw), free.bit_count())
 
 

@@ -153,3 +153,20 @@ mlx5_1\tPHB\tPHB\tPIX\tPIX\tPHB\t X
 def test_numa_node_comes_from_cpu_affinity_when_the_matrix_has_no_numa_column() -> None:
     topology = TOPOLOGIES["dgx1-v100"]
     assert [g.numa_node for g in topology.gpus] == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize(
+    ("name", "used", "workers", "k"),
+    [("8x-h100-nvl-pairs", (0, 2, 3), 2, 1), ("dgx1-v100", (0, 5), 2, 2), ("dgx1-v100", (), 4, 1)],
+    ids=["nvl-two-single-gpu-workers", "v100-two-pair-workers-with-gpus-used", "v100-four-single-gpu-workers"],
+)
+def test_several_workers_on_one_node_are_chosen_together(
+    name: str, used: tuple[int, ...], workers: int, k: int
+) -> None:
+    # Chosen one after another, the first 1-GPU worker on the NVL node took GPU 1 (its partner was gone, so
+    # no pair was broken) and left the second only PCIe: 3.78 GB/s where a bridged pair gives 234.
+    topology = TOPOLOGIES[name]
+    snap = Snapshot([NodeInfo("n", topology, used_gpus=frozenset(used))])
+    result = place(snap, Request(workers, k))
+    assert isinstance(result, Placement)
+    assert result.busbw_gbps == pytest.approx(_best_sequence(topology, used, (workers * k,))[0])
