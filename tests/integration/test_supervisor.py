@@ -69,7 +69,14 @@ def test_scheduler_and_controller_manager_come_back_after_an_api_server_restart(
 
     log = (box.log_dir / "supervisor.log").read_text()
     assert "kube-scheduler started again" in log and "kube-controller-manager started again" in log
-    # The scheduler that came back binds pods again.
+    # The controller manager that came back runs its controllers (the service account one), and the
+    # scheduler that came back binds pods.
+    wait_for(
+        "the default service account",
+        lambda: box.kubectl("get", "serviceaccount", "default", "-n", "default", check=False),
+        90,
+        every=1.0,
+    )
     node = box.node_names()[0]
     pod = {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "after-restart", "namespace": "default"},
