@@ -34,8 +34,10 @@ __all__ = ["REFUSED", "Runtime", "World", "retry_delay"]
 logger = logging.getLogger("gputopo.controller")
 
 
-# A create the API server answers with one of these will fail again the same way: the spec is at fault.
-REFUSED = frozenset({400, 403, 422})
+# A create the API server answers with one of these will fail again the same way: the spec is at fault
+# (422 Invalid: validation; 400 BadRequest: a field of the wrong type). 403 is not one: quota exceeded or a
+# service account not created yet pass, so it backs off and retries like any other failure.
+REFUSED = frozenset({400, 422})
 
 
 def retry_delay(failures: int) -> float:
