@@ -11,10 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gputopo.sandbox import Sandbox, SandboxError
-from gputopo.sandbox.binaries import find_binaries
 from gputopo.sandbox.harness import Jobs, OperatorProcess, namespace_jobs
-from gputopo.sandbox.testing import SandboxHandle
+from gputopo.sandbox.testing import SandboxHandle, running_sandbox
 
 NAME = os.environ.get("GPUTOPO_TEST_SANDBOX", "gputopo-test")
 NODES = int(os.environ.get("GPUTOPO_TEST_NODES", "16"))
@@ -30,18 +28,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def sandbox() -> Iterator[SandboxHandle]:
-    try:
-        bins = find_binaries()
-    except SandboxError as error:
-        pytest.fail(str(error))
-    box = Sandbox(NAME)
-    status = box.up(nodes=NODES, profile=PROFILE, operator=False)
-    os.environ["KUBECONFIG"] = str(box.kubeconfig)
-    try:
-        yield SandboxHandle(box, box.kubeconfig, status.nodes, box.fault_dir, bins.bin_dir)
-    finally:
-        if os.environ.get("GPUTOPO_KEEP_SANDBOX") != "1":
-            box.down()
+    with running_sandbox(NAME, nodes=NODES, profile=PROFILE) as handle:
+        os.environ["KUBECONFIG"] = str(handle.kubeconfig)
+        yield handle
 
 
 @pytest.fixture

@@ -12,11 +12,9 @@ from typing import Any
 
 import pytest
 
-from gputopo.sandbox import Sandbox, SandboxError
-from gputopo.sandbox.binaries import find_binaries
 from gputopo.sandbox.faults import gpu_fault
 from gputopo.sandbox.harness import Jobs, OperatorProcess, namespace_jobs, namespaced_operator, training_job
-from gputopo.sandbox.testing import SandboxHandle
+from gputopo.sandbox.testing import SandboxHandle, running_sandbox
 
 pytestmark = pytest.mark.integration
 
@@ -30,17 +28,8 @@ FAST = {"backoffSeconds": 0, "gracePeriodSeconds": 0, "cooldownSeconds": 0}
 
 @pytest.fixture(scope="module")
 def box() -> Iterator[SandboxHandle]:
-    try:
-        bins = find_binaries()
-    except SandboxError as error:
-        pytest.fail(str(error))
-    sandbox = Sandbox(NAME)
-    status = sandbox.up(nodes=NODES, profile="hgx-h100", operator=False, gpu_allocation="dra")
-    try:
-        yield SandboxHandle(sandbox, sandbox.kubeconfig, status.nodes, sandbox.fault_dir, bins.bin_dir)
-    finally:
-        if os.environ.get("GPUTOPO_KEEP_SANDBOX") != "1":
-            sandbox.down()
+    with running_sandbox(NAME, nodes=NODES, profile="hgx-h100", gpu_allocation="dra") as handle:
+        yield handle
 
 
 @pytest.fixture(scope="module")

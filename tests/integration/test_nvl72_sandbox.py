@@ -12,12 +12,10 @@ from typing import Any
 import pytest
 
 from gputopo.api.labels import LABEL_GFD_CLIQUE, LABEL_HEALTH, LABEL_NVLINK_CLIQUE
-from gputopo.sandbox import Sandbox, SandboxError
-from gputopo.sandbox.binaries import find_binaries
 from gputopo.sandbox.faults import fabric_fault
 from gputopo.sandbox.harness import Jobs, OperatorProcess, namespace_jobs, namespaced_operator, training_job
 from gputopo.sandbox.profiles import domain_fabric, plan_nodes
-from gputopo.sandbox.testing import SandboxHandle
+from gputopo.sandbox.testing import SandboxHandle, running_sandbox
 
 pytestmark = pytest.mark.integration
 
@@ -30,17 +28,8 @@ TIMEOUT = 60.0
 
 @pytest.fixture(scope="module")
 def racks() -> Iterator[SandboxHandle]:
-    try:
-        bins = find_binaries()
-    except SandboxError as error:
-        pytest.fail(str(error))
-    box = Sandbox(NAME)
-    status = box.up(nodes=NODES, profile="nvl72", operator=False)
-    try:
-        yield SandboxHandle(box, box.kubeconfig, status.nodes, box.fault_dir, bins.bin_dir)
-    finally:
-        if os.environ.get("GPUTOPO_KEEP_SANDBOX") != "1":
-            box.down()
+    with running_sandbox(NAME, nodes=NODES, profile="nvl72") as handle:
+        yield handle
 
 
 @pytest.fixture(scope="module")

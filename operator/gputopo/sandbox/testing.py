@@ -1,17 +1,20 @@
-"""What integration tests get from the session's sandbox fixture: kubectl, JSON reads and polling."""
+"""What integration tests get from a sandbox fixture: the running sandbox, kubectl, JSON reads and polling."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gputopo.sandbox.binaries import find_binaries
 from gputopo.sandbox.cluster import Sandbox
 from gputopo.sandbox.harness import WaitTimeoutError, wait_for
 
-__all__ = ["SandboxHandle", "WaitTimeoutError", "wait_for"]
+__all__ = ["SandboxHandle", "WaitTimeoutError", "running_sandbox", "wait_for"]
 
 
 @dataclass
@@ -31,3 +34,17 @@ class SandboxHandle:
     def wait_for(self, what: str, predicate: Callable[[], Any], timeout: float = 60.0, every: float = 0.25) -> Any:
         """Poll ``predicate`` until it returns something truthy; fail with ``what`` at the deadline."""
         return wait_for(what, predicate, timeout, every)
+
+
+@contextmanager
+def running_sandbox(name: str, *, nodes: int, profile: str, **up: Any) -> Iterator[SandboxHandle]:
+    """A sandbox up for a test session or module (reused when one of that shape runs), down afterwards unless
+    GPUTOPO_KEEP_SANDBOX=1. A SandboxError says what is missing, e.g. the binaries and how to build them."""
+    bins = find_binaries()
+    box = Sandbox(name)
+    status = box.up(nodes=nodes, profile=profile, operator=False, **up)
+    try:
+        yield SandboxHandle(box, box.kubeconfig, status.nodes, box.fault_dir, bins.bin_dir)
+    finally:
+        if os.environ.get("GPUTOPO_KEEP_SANDBOX") != "1":
+            box.down()
