@@ -55,7 +55,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             terminalreporter.write_line(f"{what}: {seconds:.1f} s")
 
 
-@pytest.fixture(scope="session")
+# Module-scoped: the five nodes go as soon as the kind tests end, before the sandbox tests of the same run.
+@pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kind]:
     if os.environ.get("GPUTOPO_REQUIRE_KIND") != "1":
         pytest.skip("kind e2e runs with `make e2e` or `make test` (GPUTOPO_REQUIRE_KIND=1)")
@@ -99,7 +100,7 @@ def _kube_system_running(k: Kind) -> bool:
     return len(wanted) >= 7 and all(p["status"].get("phase") == "Running" for p in wanted)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def installed(cluster: Kind) -> Kind:
     """The chart, installed as docs/install.md says; the probe fakes each worker's labelled topology."""
     cluster.kubectl("create", "namespace", NS)
