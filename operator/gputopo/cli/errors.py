@@ -25,12 +25,12 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def read_text(path: Path) -> str:
-    """The file's text, or a ``CliError`` saying why it cannot be read."""
+def read_text(path: Path, *, missing: str = "no such file") -> str:
+    """The file's text, or a ``CliError`` saying why it cannot be read (``missing`` when it does not exist)."""
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise CliError(f"{path}: no such file") from None
+        raise CliError(f"{path}: {missing}") from None
     except IsADirectoryError:
         raise CliError(f"{path}: is a directory, not a file") from None
     except OSError as error:

@@ -19,7 +19,7 @@ import yaml
 
 from gputopo.api.group import API_VERSION
 from gputopo.api.nodetopology import LinkState, NodeTopology, ProbeInfo
-from gputopo.cli.errors import CliError, fail
+from gputopo.cli.errors import CliError, fail, read_text
 from gputopo.topology import (
     NODE_TYPES,
     Topology,
@@ -59,15 +59,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 def _read_text(source: str) -> str:
     if source == "-":
         return sys.stdin.read()
-    path = Path(source)
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CliError(f"{source}: no such file (nor a node type: {', '.join(NODE_TYPES)})") from None
-    except OSError as error:
-        raise CliError(f"{source}: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise CliError(f"{source}: not a text file") from None
+    return read_text(Path(source), missing=f"no such file (nor a node type: {', '.join(NODE_TYPES)})")
 
 
 def _load(source: str, gpu_model: str | None, fmt: str = "auto") -> Topology:
