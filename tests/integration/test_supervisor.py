@@ -49,9 +49,16 @@ def _restarted(supervised: dict[str, Component], before: dict[str, int]) -> bool
     return all(_pid(c.pid_file) != before[n] and processes.alive(c.pid_file) for n, c in supervised.items())
 
 
+def _leading(box: Sandbox, name: str) -> bool:
+    """Whether ``name`` holds its lease: only a leader exits when it cannot renew; one still acquiring waits."""
+    out = box.kubectl("get", "lease", name, "-n", "kube-system", "-o", "json", check=False)
+    return bool(out) and bool(json.loads(out).get("spec", {}).get("holderIdentity"))
+
+
 def test_scheduler_and_controller_manager_come_back_after_an_api_server_restart(box: Sandbox) -> None:
     supervised = {c.name: c for c in components(box.cluster_dir)}
     assert set(supervised) == {"kube-scheduler", "kube-controller-manager"}
+    wait_for("both components to lead", lambda: all(_leading(box, n) for n in supervised), 90, every=1.0)
     before = {name: _pid(c.pid_file) for name, c in supervised.items()}
     (apiserver,) = components(box.cluster_dir, ("kube-apiserver",))
 
