@@ -48,16 +48,28 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--listen", default="0.0.0.0:8080", help="HOST:PORT for /healthz /readyz /metrics; 0 or off")
     p.add_argument(
         "--fake-allocation",
-        choices=["plan", "device-plugin", "kubelet"],
+        choices=["plan", "device-plugin", "kubelet", "dra"],
         default="plan",
         help="fake nodes' pod GPUs: the operator's plan, a model of NVIDIA's device plugin, or (one node on a "
-        "real kubelet) a fake device plugin registered with the kubelet and the kubelet's own PodResources",
+        "real kubelet) a fake device plugin registered with the kubelet and the kubelet's own PodResources "
+        "(kubelet), or a ResourceSlice and a DRA kubelet plugin as NVIDIA's DRA driver has (dra)",
     )
     p.add_argument(
         "--device-plugin-dir",
         default="/var/lib/kubelet/device-plugins",
         help="the kubelet's device plugin directory (--fake-allocation kubelet)",
     )
+    p.add_argument(
+        "--kubelet-plugins-dir",
+        default="/var/lib/kubelet/plugins",
+        help="where DRA kubelet plugins put their sockets (--fake-allocation dra)",
+    )
+    p.add_argument(
+        "--kubelet-registry-dir",
+        default="/var/lib/kubelet/plugins_registry",
+        help="the kubelet's plugin registration directory (--fake-allocation dra)",
+    )
+    p.add_argument("--cdi-dir", default="/var/run/cdi", help="where CDI specs go (--fake-allocation dra)")
     p.add_argument("--heartbeat", type=float, default=60.0, help="seconds between unchanged status writes")
     p.add_argument("-v", "--verbose", action="store_true")
 

@@ -17,12 +17,16 @@ from gputopo_probe.runner import Member, Runner
 
 if TYPE_CHECKING:
     from gputopo_probe.fake.deviceplugin import FakeDevicePlugin
+    from gputopo_probe.fake.dra import FakeDraDriver
+    from gputopo_probe.fake.draplugin import FakeDraPlugin
     from gputopo_probe.fake.node import FakeNode
     from gputopo_probe.fake.podwatch import PodWatch
 
 __all__ = ["serve", "serve_single"]
 
 log = logging.getLogger(__name__)
+
+_SLICE_REASSERT_S = 10.0
 
 
 def serve(runner: Runner, listen: str) -> int:
@@ -45,9 +49,10 @@ def serve_single(args: argparse.Namespace, node: str, nvml: Nvml, sysfs: Sysfs, 
     kube = Kube(load_api_client(args.kubeconfig))
     pods: PodSource | None = None
     watch: PodWatch | None = None
-    plugin: FakeDevicePlugin | None = None
+    plugin: FakeDevicePlugin | FakeDraPlugin | None = None
+    driver: FakeDraDriver | None = None
     # Pod GPUs come from the kubelet on real nodes, and on fake nodes whose GPUs a real kubelet hands out.
-    from_kubelet = fake is None or args.fake_allocation == "kubelet"
+    from_kubelet = fake is None or args.fake_allocation in ("kubelet", "dra")
     if fake is not None and not from_kubelet:
         from gputopo_probe.fake.allocation import FakeAllocator
         from gputopo_probe.fake.podwatch import PodWatch
@@ -64,7 +69,22 @@ def serve_single(args: argparse.Namespace, node: str, nvml: Nvml, sysfs: Sysfs, 
         pods=pods,
     )
     discovered = probe.inventory.topology
-    if fake is not None and from_kubelet:
+    if fake is not None and args.fake_allocation == "dra":
+        from gputopo_probe.fake.dra import FakeDraDriver
+        from gputopo_probe.fake.draplugin import FakeDraPlugin
+
+        # As NVIDIA's DRA driver: the node's GPUs in a ResourceSlice (written again if the kubelet wipes it),
+        # and a kubelet plugin that prepares the claims kube-scheduler allocated from it.
+        driver = FakeDraDriver(kube, reassert_s=_SLICE_REASSERT_S)
+        plugin = FakeDraPlugin(
+            node,
+            discovered,
+            kube,
+            plugins_dir=args.kubelet_plugins_dir,
+            registry_dir=args.kubelet_registry_dir,
+            cdi_dir=args.cdi_dir,
+        ).start()
+    elif fake is not None and from_kubelet:
         from gputopo_probe.fake.deviceplugin import FakeDevicePlugin
 
         # Advertised under the UUIDs the fake NVML reports, as NVIDIA's plugin does with real NVML.
@@ -77,7 +97,7 @@ def serve_single(args: argparse.Namespace, node: str, nvml: Nvml, sysfs: Sysfs, 
         probe.pods = PodResourcesClient(args.pod_resources_socket).source([g.uuid for g in discovered.gpus])
     elif from_kubelet:
         log.info("no PodResources socket at %s: not reporting pod GPUs", args.pod_resources_socket)
-    publisher = Publisher(kube, node, heartbeat_s=args.heartbeat)
+    publisher = Publisher(kube, node, heartbeat_s=args.heartbeat, driver=driver)
     if args.once:
         ok = publisher.publish(probe.poll())
         probe.close()

@@ -12,6 +12,8 @@ reads as unhealthy is withdrawn from the slice, so kube-scheduler allocates it t
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from gputopo.api.group import DRA_DRIVER
@@ -71,18 +73,31 @@ class SliceWriter(Protocol):
 
 
 class FakeDraDriver:
-    """One node's fake driver: writes the node's slice when its devices change, with the pool's next generation."""
+    """One node's fake driver: writes the node's slice when its devices change, with the pool's next generation.
 
-    def __init__(self, writer: SliceWriter) -> None:
+    With ``reassert_s`` it also writes the unchanged slice again that often (an apply that changes nothing is
+    free): a real kubelet deletes its node's slices when it starts and when a driver's plugin stays away, and
+    a driver must publish them again, as NVIDIA's does.
+    """
+
+    def __init__(
+        self, writer: SliceWriter, *, reassert_s: float | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.writer = writer
+        self.reassert_s = reassert_s
+        self.clock = clock
         self.generation = 0
         self._devices: list[Any] | None = None
+        self._written = 0.0
 
     def publish(self, node: str, node_uid: str, topology: Topology) -> None:
-        body = resource_slice(node, node_uid, topology, self.generation + 1)
-        devices = body["spec"]["devices"]
-        if devices == self._devices:
-            return
-        self.writer.apply_resource_slice(body)
-        self._devices = devices
-        self.generation += 1
+        changed = resource_slice(node, node_uid, topology, self.generation + 1)
+        now = self.clock()
+        if changed["spec"]["devices"] != self._devices:
+            self.writer.apply_resource_slice(changed)
+            self._devices = changed["spec"]["devices"]
+            self.generation += 1
+            self._written = now
+        elif self.reassert_s is not None and now - self._written >= self.reassert_s:
+            self.writer.apply_resource_slice(resource_slice(node, node_uid, topology, self.generation))
+            self._written = now

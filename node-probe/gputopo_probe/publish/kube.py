@@ -71,6 +71,16 @@ class Kube:
         path = f"/apis/resource.k8s.io/v1/resourceslices/{name}"
         self.api.request("PATCH", path, body=body, content_type=_APPLY, params=_APPLY_PARAMS)
 
+    def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A resource.k8s.io/v1 ResourceClaim (the fake DRA kubelet plugin reads what to prepare); None if absent."""
+        try:
+            claim = self.api.request("GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}")
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
+        return dict(claim) if isinstance(claim, dict) else None
+
     def apply_node_labels(self, name: str, labels: dict[str, str]) -> None:
         body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
         self.api.request("PATCH", f"/api/v1/nodes/{name}", body=body, content_type=_APPLY, params=_APPLY_PARAMS)

@@ -77,3 +77,18 @@ def test_the_slice_is_rewritten_with_a_new_generation_only_when_its_devices_chan
     driver.publish("n1", "uid", healthy)
     assert [b["spec"]["pool"]["generation"] for b in writer.bodies] == [1, 2, 3]
     assert [len(b["spec"]["devices"]) for b in writer.bodies] == [8, 7, 8]
+
+
+def test_an_unchanged_slice_is_written_again_after_reassert_seconds_with_the_same_generation() -> None:
+    """A real kubelet wipes its node's slices when it starts; the driver puts them back."""
+    now = [100.0]
+    writer = Writer()
+    driver = FakeDraDriver(writer, reassert_s=10.0, clock=lambda: now[0])
+    topology = with_uuids(load_node_type("hgx-h100"))
+    for t in (100.0, 105.0, 109.9):
+        now[0] = t
+        driver.publish("n1", "uid", topology)
+    assert len(writer.bodies) == 1
+    now[0] = 110.0
+    driver.publish("n1", "uid", topology)
+    assert len(writer.bodies) == 2 and writer.bodies[1] == resource_slice("n1", "uid", topology, 1)
