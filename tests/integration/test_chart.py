@@ -126,6 +126,30 @@ def test_dra_allocation_grants_claims_and_slices_but_not_allocation() -> None:
     }
 
 
+@pytest.mark.parametrize("allocation", ["plan", "device-plugin", "kubelet"])
+def test_only_the_fake_dra_driver_gets_slice_and_claim_rights_and_a_device_class(allocation: str) -> None:
+    docs = render(*SANDBOX_VALUES, "--set", f"probe.fakeAllocation={allocation}")
+    assert not [r for r in find(docs, "ClusterRole", PROBE)["rules"] if "resource.k8s.io" in r["apiGroups"]]
+    assert not [d for d in docs if d["kind"] == "DeviceClass"]
+
+
+def test_the_fake_dra_driver_mounts_the_kubelet_plugin_dirs_and_cdi_and_installs_nvidias_device_class() -> None:
+    docs = render(*SANDBOX_VALUES, "--set", "probe.fakeAllocation=dra")
+    rules = {tuple(r["resources"]): set(r["verbs"]) for r in find(docs, "ClusterRole", PROBE)["rules"]
+             if "resource.k8s.io" in r["apiGroups"]}  # fmt: skip
+    assert rules == {("resourceslices",): {"get", "create", "patch"}, ("resourceclaims",): {"get"}}
+    spec = find(docs, "DaemonSet")["spec"]["template"]["spec"]
+    mounts = {m["name"]: m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
+    hosts = {v["name"]: v.get("hostPath", {}).get("path") for v in spec["volumes"]}
+    for name, path in (("kubelet-plugins", "/var/lib/kubelet/plugins"),
+                       ("kubelet-registry", "/var/lib/kubelet/plugins_registry"), ("cdi", "/var/run/cdi")):  # fmt: skip
+        assert mounts[name] == hosts[name] == path, "the kubelet dials the plugin at the path it registers"
+    assert "--fake-allocation=dra" in spec["containers"][0]["args"]
+    assert "device-plugins" not in mounts
+    expression = find(docs, "DeviceClass", "gpu.nvidia.com")["spec"]["selectors"][0]["cel"]["expression"]
+    assert expression == "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+
+
 def test_a_settings_change_rolls_the_operator() -> None:
     def checksum(*args: str) -> str:
         deploy = find(render(*args), "Deployment")

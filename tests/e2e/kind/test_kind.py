@@ -16,7 +16,7 @@ import pytest
 import yaml
 from kind_cluster import EVERY, FAULT_DIR, NS, RELEASE, ROOT, TAG, TIMINGS, TOPOLOGY_LABEL, Kind
 
-from gputopo.api.group import LABEL_JOB, LABEL_RANK
+from gputopo.api.group import ANNOTATION_PLACEMENT_GENERATION, LABEL_JOB, LABEL_RANK
 from gputopo.sandbox.testing import wait_for
 
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
@@ -233,6 +233,92 @@ def test_helm_upgrade_with_a_changed_value_rolls_the_operator(installed: Kind) -
     wait_for("two new, ready operator pods", rolled, timeout=300, every=EVERY)
     config = installed.get("configmap", "-n", NS, "-l", OPERATOR)["items"][0]["data"]
     assert "90" in json.dumps(config)
+
+
+def claims_of(k: Kind, job: str) -> list[dict[str, Any]]:
+    return list(k.get("resourceclaims", "-n", JOBS_NS, "-l", f"{LABEL_JOB}={job}")["items"])
+
+
+def assert_claims_hold_the_plan(k: Kind, job: str, placement: dict[str, Any], met: dict[int, Any]) -> None:
+    """Each rank's pod uses its own claim of this placement, and kube-scheduler allocated it the planned GPUs
+    of the planned node (the fake driver names a GPU ``gpu-<index>``), for that pod alone."""
+    by_name = {c["metadata"]["name"]: c for c in claims_of(k, job)}
+    for worker in placement["workers"]:
+        rank = worker["rank"]
+        pod = met[rank][1]
+        assert "nvidia.com/gpu" not in json.dumps(pod["spec"]["containers"][0].get("resources", {}))
+        (ref,) = pod["spec"]["resourceClaims"]
+        claim = by_name[ref["resourceClaimName"]]
+        assert claim["metadata"]["annotations"][ANNOTATION_PLACEMENT_GENERATION] == str(placement["generation"])
+        results = claim["status"]["allocation"]["devices"]["results"]
+        assert {(r["driver"], r["pool"]) for r in results} == {("gpu.nvidia.com", worker["node"])}
+        assert sorted(int(r["device"].removeprefix("gpu-")) for r in results) == sorted(worker["gpus"])
+        assert [c["uid"] for c in claim["status"]["reservedFor"]] == [pod["metadata"]["uid"]]
+
+
+def test_with_dra_each_rank_gets_exactly_its_planned_gpus_before_and_after_a_move(installed: Kind) -> None:
+    """gpuAllocation=dra with the probe as NVIDIA's DRA driver: kube-scheduler allocates each rank's claim, the
+    kubelet has the probe's DRA plugin prepare it, and containerd hands the container its GPUs through CDI."""
+    installed.helm(
+        "upgrade", RELEASE, str(ROOT / "charts" / "gputopo"), "-n", NS, "--reuse-values", "--wait", "--timeout", "5m",
+        "--set", "operator.config.gpuAllocation=dra", "--set", "probe.fakeAllocation=dra",
+    )  # fmt: skip
+    gpu_nodes = {n["metadata"]["name"] for n in installed.get("nodes", "-l", "nvidia.com/gpu.present=true")["items"]}
+
+    def published() -> bool:
+        slices = installed.get("resourceslices")["items"]
+        full = {s["spec"]["nodeName"] for s in slices if s["spec"]["driver"] == "gpu.nvidia.com"
+                and len(s["spec"]["devices"]) == 8}  # fmt: skip
+        return full == gpu_nodes
+
+    wait_for("every GPU node's ResourceSlice", published, timeout=180, every=EVERY)
+    job = "ring-dra"
+    t_apply = apply(installed, allreduce_job(job, workers=2, seconds=30))
+    first = wait_for("both ranks to rendezvous", lambda: rendezvoused(installed, job, 2), timeout=300, every=EVERY)
+    TIMINGS["kubectl apply -> every rank rendezvoused (2 nodes, DRA)"] = (
+        max(m["time"] for m, _ in first.values()) - t_apply
+    )
+    before = wait_for(f"{job} to run", lambda: phase(installed, job, "Running"), timeout=120, every=EVERY)["placement"]
+    assert_ranks_saw_their_gpus(first, before, 2)
+    assert_claims_hold_the_plan(installed, job, before, first)
+
+    rank0 = next(w for w in before["workers"] if w["rank"] == 0)
+    node, (a, b) = rank0["node"], sorted(rank0["gpus"])[:2]
+    probe = installed.kubectl(
+        "get", "pods", "-n", NS, "-l", PROBE, "--field-selector", f"spec.nodeName={node}",
+        "-o", "jsonpath={.items[0].metadata.name}",
+    )  # fmt: skip
+    fault = f"from gputopo_probe.fake.faults import FaultStore; FaultStore({FAULT_DIR!r})"
+    t_fault = time.time()
+    installed.kubectl("exec", "-n", NS, probe, "--", "python", "-c", f"{fault}.link({node!r}, {a}, {b}, 'down')")
+    try:
+        old = frozenset(m[1]["metadata"]["uid"] for m in first.values())
+        again = wait_for(
+            "the re-placed gang to rendezvous", lambda: rendezvoused(installed, job, 2, not_uids=old), timeout=300,
+            every=EVERY,
+        )  # fmt: skip
+        TIMINGS["link fault -> re-placed gang rendezvoused (DRA)"] = max(m["time"] for m, _ in again.values()) - t_fault
+
+        def moved() -> dict[str, Any] | None:
+            status = phase(installed, job, "Running")
+            return status if status and status["placement"]["generation"] > before["generation"] else None
+
+        placement = wait_for(f"{job} to run again", moved, timeout=120, every=EVERY)["placement"]
+        for worker in placement["workers"]:
+            assert not (worker["node"] == node and {a, b} <= set(worker["gpus"])), "still on the failed link"
+        assert_ranks_saw_their_gpus(again, placement, 2)
+        assert_claims_hold_the_plan(installed, job, placement, again)
+        generation = str(placement["generation"])
+        stale = [
+            c["metadata"]["name"]
+            for c in claims_of(installed, job)
+            if c["metadata"]["annotations"][ANNOTATION_PLACEMENT_GENERATION] != generation
+        ]
+        assert not stale, f"claims of an earlier placement left behind: {stale}"
+        wait_for(f"{job} to succeed", lambda: phase(installed, job, "Succeeded"), timeout=300, every=EVERY)
+        wait_for("the finished job's claims released", lambda: not claims_of(installed, job), timeout=60, every=EVERY)
+    finally:
+        installed.kubectl("exec", "-n", NS, probe, "--", "python", "-c", f"{fault}.clear({node!r})")
 
 
 def test_helm_uninstall_leaves_no_gputopo_pods_and_keeps_the_crds_and_jobs(installed: Kind) -> None:
