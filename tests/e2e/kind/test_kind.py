@@ -7,9 +7,11 @@ and the ranks (images/allreduce) rendezvous and all-reduce over the pod network.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -141,6 +143,25 @@ def test_a_gang_rendezvous_across_nodes_and_succeeds(installed: Kind) -> None:
     assert status.get("restarts", 0) == 0
 
 
+@contextlib.contextmanager
+def link_down_under_rank0(k: Kind, placement: dict[str, Any]) -> Iterator[tuple[str, int, int, float]]:
+    """Take down the NVLink between two of rank 0's GPUs (the fake NVML of its node's probe) until the block ends;
+    yields the node, the two GPUs and the wall-clock time of the fault."""
+    rank0 = next(w for w in placement["workers"] if w["rank"] == 0)
+    node, (a, b) = rank0["node"], sorted(rank0["gpus"])[:2]
+    probe = k.kubectl(
+        "get", "pods", "-n", NS, "-l", PROBE, "--field-selector", f"spec.nodeName={node}",
+        "-o", "jsonpath={.items[0].metadata.name}",
+    )  # fmt: skip
+    faults = f"from gputopo_probe.fake.faults import FaultStore; FaultStore({FAULT_DIR!r})"
+    t_fault = time.time()
+    k.kubectl("exec", "-n", NS, probe, "--", "python", "-c", f"{faults}.link({node!r}, {a}, {b}, 'down')")
+    try:
+        yield node, a, b, t_fault
+    finally:
+        k.kubectl("exec", "-n", NS, probe, "--", "python", "-c", f"{faults}.clear({node!r})")
+
+
 def test_a_link_fault_moves_the_gang_which_rendezvous_again_and_succeeds(installed: Kind) -> None:
     job = "ring-fault"
     apply(installed, allreduce_job(job, workers=2, seconds=30))
@@ -148,18 +169,7 @@ def test_a_link_fault_moves_the_gang_which_rendezvous_again_and_succeeds(install
     status = wait_for(f"{job} to run", lambda: phase(installed, job, "Running"), timeout=120, every=EVERY)
     before = status["placement"]
     assert_ranks_saw_their_gpus(first, before, 2)
-    rank0 = next(w for w in before["workers"] if w["rank"] == 0)
-    node, (a, b) = rank0["node"], sorted(rank0["gpus"])[:2]
-    probe = installed.kubectl(
-        "get", "pods", "-n", NS, "-l", PROBE, "--field-selector", f"spec.nodeName={node}",
-        "-o", "jsonpath={.items[0].metadata.name}",
-    )  # fmt: skip
-    inject = (
-        f"from gputopo_probe.fake.faults import FaultStore; FaultStore({FAULT_DIR!r}).link({node!r}, {a}, {b}, 'down')"
-    )
-    t_fault = time.time()
-    installed.kubectl("exec", "-n", NS, probe, "--", "python", "-c", inject)
-    try:
+    with link_down_under_rank0(installed, before) as (node, a, b, t_fault):
         old = frozenset(m[1]["metadata"]["uid"] for m in first.values())
         again = wait_for(
             "the re-placed gang to rendezvous",
@@ -174,9 +184,6 @@ def test_a_link_fault_moves_the_gang_which_rendezvous_again_and_succeeds(install
         for worker in after["workers"]:
             assert not (worker["node"] == node and {a, b} <= set(worker["gpus"])), "still on the failed link"
         assert_ranks_saw_their_gpus(again, after, 2)
-    finally:
-        clear = f"from gputopo_probe.fake.faults import FaultStore; FaultStore({FAULT_DIR!r}).clear({node!r})"
-        installed.kubectl("exec", "-n", NS, probe, "--", "python", "-c", clear)
 
 
 def leader(k: Kind) -> str:
@@ -282,16 +289,7 @@ def test_with_dra_each_rank_gets_exactly_its_planned_gpus_before_and_after_a_mov
     assert_ranks_saw_their_gpus(first, before, 2)
     assert_claims_hold_the_plan(installed, job, before, first)
 
-    rank0 = next(w for w in before["workers"] if w["rank"] == 0)
-    node, (a, b) = rank0["node"], sorted(rank0["gpus"])[:2]
-    probe = installed.kubectl(
-        "get", "pods", "-n", NS, "-l", PROBE, "--field-selector", f"spec.nodeName={node}",
-        "-o", "jsonpath={.items[0].metadata.name}",
-    )  # fmt: skip
-    fault = f"from gputopo_probe.fake.faults import FaultStore; FaultStore({FAULT_DIR!r})"
-    t_fault = time.time()
-    installed.kubectl("exec", "-n", NS, probe, "--", "python", "-c", f"{fault}.link({node!r}, {a}, {b}, 'down')")
-    try:
+    with link_down_under_rank0(installed, before) as (node, a, b, t_fault):
         old = frozenset(m[1]["metadata"]["uid"] for m in first.values())
         again = wait_for(
             "the re-placed gang to rendezvous", lambda: rendezvoused(installed, job, 2, not_uids=old), timeout=300,
@@ -317,8 +315,6 @@ def test_with_dra_each_rank_gets_exactly_its_planned_gpus_before_and_after_a_mov
         assert not stale, f"claims of an earlier placement left behind: {stale}"
         wait_for(f"{job} to succeed", lambda: phase(installed, job, "Succeeded"), timeout=300, every=EVERY)
         wait_for("the finished job's claims released", lambda: not claims_of(installed, job), timeout=60, every=EVERY)
-    finally:
-        installed.kubectl("exec", "-n", NS, probe, "--", "python", "-c", f"{fault}.clear({node!r})")
 
 
 def test_helm_uninstall_leaves_no_gputopo_pods_and_keeps_the_crds_and_jobs(installed: Kind) -> None:
