@@ -92,9 +92,11 @@ def serve_single(args: argparse.Namespace, node: str, nvml: Nvml, sysfs: Sysfs, 
         plugin = FakeDevicePlugin(discovered, lambda: set(nvml_of_fake.xid), plugin_dir=args.device_plugin_dir)
         plugin.start()
     if from_kubelet and os.path.exists(args.pod_resources_socket):
+        from gputopo_probe.discovery.gpus import dra_device_names
         from gputopo_probe.podresources.client import PodResourcesClient  # grpc only where a kubelet is
 
-        probe.pods = PodResourcesClient(args.pod_resources_socket).source([g.uuid for g in discovered.gpus])
+        client = PodResourcesClient(args.pod_resources_socket)
+        probe.pods = client.source([g.uuid for g in discovered.gpus], node, dra_device_names(nvml))
     elif from_kubelet:
         log.info("no PodResources socket at %s: not reporting pod GPUs", args.pod_resources_socket)
     publisher = Publisher(kube, node, heartbeat_s=args.heartbeat, driver=driver)

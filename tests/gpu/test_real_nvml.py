@@ -44,3 +44,18 @@ def test_once_print_on_real_nvml(device_count: int, capsys: pytest.CaptureFixtur
     pairs = {(x.a, x.b) for x in status.links}
     assert pairs == set(combinations(range(device_count), 2)), "one link for every GPU pair"
     assert status.system.driver_version
+
+
+def test_every_gpu_has_the_dra_drivers_device_name(device_count: int) -> None:
+    """NVIDIA's DRA driver names a GPU ``gpu-<minor>``; the probe maps PodResources' DRA devices back by it."""
+    from gputopo_probe.discovery.gpus import dra_device_names
+    from gputopo_probe.nvml import Nvml
+
+    pynvml.nvmlInit()
+    try:
+        names = dra_device_names(Nvml(pynvml))
+    finally:
+        pynvml.nvmlShutdown()
+    print(names)
+    assert sorted(names.values()) == list(range(device_count))
+    assert all(name.startswith("gpu-") and name[4:].isdigit() for name in names)

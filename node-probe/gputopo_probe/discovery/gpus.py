@@ -9,7 +9,7 @@ from gputopo_probe.discovery.fabric import read_fabric
 from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.nvml import ARCHITECTURES, Nvml, normalise_bus_id
 
-__all__ = ["read_gpu", "read_system"]
+__all__ = ["dra_device_names", "read_gpu", "read_system"]
 
 _MIB = 1024 * 1024
 
@@ -53,3 +53,14 @@ def read_gpu(nvml: Nvml, sysfs: Sysfs, index: int, handle: Any, nvlink_version: 
         nvlink_version=nvlink_version,
         fabric=read_fabric(nvml, handle),
     )
+
+
+def dra_device_names(nvml: Nvml) -> dict[str, int]:
+    """NVIDIA's DRA driver's device name of each GPU (``gpu-<minor>``, after ``/dev/nvidia<minor>``, which need not
+    be the NVML index) -> its NVML index; a GPU whose minor NVML cannot give is left out."""
+    out: dict[str, int] = {}
+    for index in range(nvml.call("nvmlDeviceGetCount")):
+        minor = nvml.optional("nvmlDeviceGetMinorNumber", nvml.call("nvmlDeviceGetHandleByIndex", index), default=None)
+        if isinstance(minor, int):
+            out[f"gpu-{minor}"] = index
+    return out

@@ -224,6 +224,10 @@ class FakeNvml:
         device = self._dev(handle, "nvmlDeviceGetPciInfo")
         return SimpleNamespace(busId=nvml_bus_id(device.pci.bdf).encode())
 
+    def nvmlDeviceGetMinorNumber(self, handle: Any) -> int:  # noqa: N802
+        """A fake GPU is /dev/nvidia<index> (the fake DRA driver names it gpu-<index>)."""
+        return self._dev(handle, "nvmlDeviceGetMinorNumber").index
+
     def nvmlDeviceGetUUID(self, handle: Any) -> str:  # noqa: N802
         return self._dev(handle, "nvmlDeviceGetUUID").uuid
 

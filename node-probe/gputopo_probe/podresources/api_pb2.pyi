@@ -1,4 +1,3 @@
-# ruff: noqa
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -33,18 +32,21 @@ class PodResources(_message.Message):
     ) -> None: ...
 
 class ContainerResources(_message.Message):
-    __slots__ = ("name", "devices", "cpu_ids")
+    __slots__ = ("name", "devices", "cpu_ids", "dynamic_resources")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     CPU_IDS_FIELD_NUMBER: _ClassVar[int]
+    DYNAMIC_RESOURCES_FIELD_NUMBER: _ClassVar[int]
     name: str
     devices: _containers.RepeatedCompositeFieldContainer[ContainerDevices]
     cpu_ids: _containers.RepeatedScalarFieldContainer[int]
+    dynamic_resources: _containers.RepeatedCompositeFieldContainer[DynamicResource]
     def __init__(
         self,
         name: _Optional[str] = ...,
         devices: _Optional[_Iterable[_Union[ContainerDevices, _Mapping]]] = ...,
         cpu_ids: _Optional[_Iterable[int]] = ...,
+        dynamic_resources: _Optional[_Iterable[_Union[DynamicResource, _Mapping]]] = ...,
     ) -> None: ...
 
 class ContainerDevices(_message.Message):
@@ -73,3 +75,45 @@ class NUMANode(_message.Message):
     ID_FIELD_NUMBER: _ClassVar[int]
     ID: int
     def __init__(self, ID: _Optional[int] = ...) -> None: ...
+
+class DynamicResource(_message.Message):
+    __slots__ = ("claim_name", "claim_namespace", "claim_resources")
+    CLAIM_NAME_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    claim_name: str
+    claim_namespace: str
+    claim_resources: _containers.RepeatedCompositeFieldContainer[ClaimResource]
+    def __init__(
+        self,
+        claim_name: _Optional[str] = ...,
+        claim_namespace: _Optional[str] = ...,
+        claim_resources: _Optional[_Iterable[_Union[ClaimResource, _Mapping]]] = ...,
+    ) -> None: ...
+
+class ClaimResource(_message.Message):
+    __slots__ = ("cdi_devices", "driver_name", "pool_name", "device_name", "share_id")
+    CDI_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    DRIVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    POOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_NAME_FIELD_NUMBER: _ClassVar[int]
+    SHARE_ID_FIELD_NUMBER: _ClassVar[int]
+    cdi_devices: _containers.RepeatedCompositeFieldContainer[CDIDevice]
+    driver_name: str
+    pool_name: str
+    device_name: str
+    share_id: str
+    def __init__(
+        self,
+        cdi_devices: _Optional[_Iterable[_Union[CDIDevice, _Mapping]]] = ...,
+        driver_name: _Optional[str] = ...,
+        pool_name: _Optional[str] = ...,
+        device_name: _Optional[str] = ...,
+        share_id: _Optional[str] = ...,
+    ) -> None: ...
+
+class CDIDevice(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...

@@ -12,8 +12,12 @@ import pytest
 from probe_builders import hgx, pairs_board
 
 from gputopo.api.nodetopology import PodGpus
+from gputopo.topology.catalog import load_node_type
+from gputopo_probe.discovery.gpus import dra_device_names
 from gputopo_probe.errors import PodResourcesError
 from gputopo_probe.fake.allocation import FakeAllocator, best_effort
+from gputopo_probe.fake.node import FakeNode
+from gputopo_probe.nvml import Nvml
 from gputopo_probe.podresources import api_pb2
 from gputopo_probe.podresources.client import PodResourcesClient
 
@@ -110,6 +114,11 @@ class Lister(grpc.GenericRpcHandler):  # type: ignore[misc]
         )
 
 
+def dra_device(driver: str, pool: str, device: str) -> api_pb2.ClaimResource:
+    cdi = [api_pb2.CDIDevice(name=f"k8s.gpu.nvidia.com/claim=uid-{device}")]
+    return api_pb2.ClaimResource(driver_name=driver, pool_name=pool, device_name=device, cdi_devices=cdi)
+
+
 @pytest.fixture
 def kubelet(tmp_path: Path) -> Iterator[Path]:
     """A gRPC server on a unix socket answering List as a kubelet would."""
@@ -139,6 +148,28 @@ def kubelet(tmp_path: Path) -> Iterator[Path]:
                 ],
             ),
             api_pb2.PodResources(name="cpu-only", namespace="ml", containers=[api_pb2.ContainerResources(name="c")]),
+            api_pb2.PodResources(
+                name="w2",
+                namespace="ml",
+                containers=[
+                    api_pb2.ContainerResources(
+                        name="main",
+                        dynamic_resources=[
+                            api_pb2.DynamicResource(
+                                claim_name="w2-0-g1",
+                                claim_namespace="ml",
+                                claim_resources=[
+                                    dra_device("gpu.nvidia.com", "node-a", "gpu-7"),  # /dev/nvidia7 is index 2
+                                    dra_device("gpu.nvidia.com", "node-a", "gpu-0"),
+                                    dra_device("gpu.nvidia.com", "node-b", "gpu-1"),  # another node's pool
+                                    dra_device("rdma.example.com", "node-a", "gpu-1"),  # another driver
+                                    dra_device("gpu.nvidia.com", "node-a", "gpu-9"),  # not a GPU this node has
+                                ],
+                            )
+                        ],
+                    )
+                ],
+            ),
         ]
     )
     socket = tmp_path / "kubelet.sock"
@@ -157,6 +188,24 @@ def test_pod_resources_client_maps_uuids_to_indices(kubelet: Path) -> None:
     finally:
         client.close()
     assert pods == [PodGpus(namespace="ml", name="w0", gpus=[0]), PodGpus(namespace="ml", name="w1", gpus=[1, 3])]
+
+
+def test_pod_resources_client_maps_dra_devices_of_this_nodes_pool_by_minor(kubelet: Path) -> None:
+    client = PodResourcesClient(kubelet)
+    try:
+        pods = client.source(["GPU-a", "GPU-b", "GPU-c", "GPU-d"], "node-a", {"gpu-0": 0, "gpu-1": 1, "gpu-7": 2})()
+    finally:
+        client.close()
+    assert PodGpus(namespace="ml", name="w2", gpus=[0, 2]) in pods
+
+
+def test_fake_gpus_are_named_as_the_fake_dra_driver_names_them() -> None:
+    topology = load_node_type("dgx-a100")
+    node = FakeNode("n1", topology)
+    try:
+        assert dra_device_names(Nvml(node.nvml)) == {f"gpu-{g.index}": g.index for g in topology.gpus}
+    finally:
+        node.close()
 
 
 def test_pod_resources_unreachable_is_a_probe_error(tmp_path: Path) -> None:
