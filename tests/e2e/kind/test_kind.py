@@ -263,6 +263,16 @@ def assert_claims_hold_the_plan(k: Kind, job: str, placement: dict[str, Any], me
         assert [c["uid"] for c in claim["status"]["reservedFor"]] == [pod["metadata"]["uid"]]
 
 
+def probes_report_the_plan(k: Kind, placement: dict[str, Any], met: dict[int, Any]) -> bool:
+    """Each rank's node's probe reports the rank's pod holding its planned GPUs (from the kubelet's PodResources)."""
+    for worker in placement["workers"]:
+        name = met[worker["rank"]][1]["metadata"]["name"]
+        pods = k.get("nodetopology", worker["node"]).get("status", {}).get("pods", [])
+        if {"namespace": JOBS_NS, "name": name, "gpus": sorted(worker["gpus"])} not in pods:
+            return False
+    return True
+
+
 def test_with_dra_each_rank_gets_exactly_its_planned_gpus_before_and_after_a_move(installed: Kind) -> None:
     """gpuAllocation=dra with the probe as NVIDIA's DRA driver: kube-scheduler allocates each rank's claim, the
     kubelet has the probe's DRA plugin prepare it, and containerd hands the container its GPUs through CDI."""
@@ -288,6 +298,7 @@ def test_with_dra_each_rank_gets_exactly_its_planned_gpus_before_and_after_a_mov
     before = wait_for(f"{job} to run", lambda: phase(installed, job, "Running"), timeout=120, every=EVERY)["placement"]
     assert_ranks_saw_their_gpus(first, before, 2)
     assert_claims_hold_the_plan(installed, job, before, first)
+    wait_for("the probes to report the planned GPUs", lambda: probes_report_the_plan(installed, before, first), 30)
 
     with link_down_under_rank0(installed, before) as (node, a, b, t_fault):
         old = frozenset(m[1]["metadata"]["uid"] for m in first.values())
@@ -306,6 +317,7 @@ def test_with_dra_each_rank_gets_exactly_its_planned_gpus_before_and_after_a_mov
             assert not (worker["node"] == node and {a, b} <= set(worker["gpus"])), "still on the failed link"
         assert_ranks_saw_their_gpus(again, placement, 2)
         assert_claims_hold_the_plan(installed, job, placement, again)
+        wait_for("the probes to report them", lambda: probes_report_the_plan(installed, placement, again), 30)
         generation = str(placement["generation"])
         stale = [
             c["metadata"]["name"]
