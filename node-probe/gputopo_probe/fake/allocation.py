@@ -1,55 +1,27 @@
 """What a device plugin would have given each pod, for fake nodes (item 7 of the probe in fake mode).
 
 ``plan``: honour the operator's plan (annotation ``gputopo.io/gpus``) when those GPUs are free, else fall back
-to the device plugin's choice. ``device-plugin``: ignore the plan, as NVIDIA's device plugin does; its
-best-effort policy picks the free GPUs with the best pairwise links, lowest indices on ties.
+to the device plugin's choice. ``device-plugin``: ignore the plan, as NVIDIA's device plugin does. The
+device plugin's choice is the operator's own model of it (``gputopo.topology.device_plugin``: go-gpuallocator's
+best-effort policy on the node's free GPUs), so a sandbox in this mode shows what the operator predicts.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from itertools import combinations
 from typing import Any, Final, Literal
 
 from gputopo.api.gpus import GpuCountError, pod_gpus
 from gputopo.api.group import ANNOTATION_GPUS
-from gputopo.api.nodetopology import LinkKind, PodGpus
+from gputopo.api.nodetopology import PodGpus
+from gputopo.topology.device_plugin import kubelet_choice
 from gputopo.topology.model import Topology
 
-__all__ = ["AllocationMode", "FakeAllocator", "best_effort", "gpu_request"]
+__all__ = ["AllocationMode", "FakeAllocator", "gpu_request"]
 
 AllocationMode = Literal["plan", "device-plugin"]
-_PCIE_SCORE: Final = {LinkKind.PIX: 50, LinkKind.PXB: 40, LinkKind.PHB: 30, LinkKind.NODE: 20, LinkKind.SYS: 10}
 _TERMINAL: Final = ("Succeeded", "Failed")
-
-
-def _pair_score(topology: Topology, a: int, b: int) -> int:
-    link = topology.link(a, b)
-    if link.usable_nvlink:
-        return 100 * max(1, link.nvlinks)
-    return _PCIE_SCORE.get(link.kind, 10)
-
-
-def best_effort(topology: Topology, free: list[int], size: int, must: tuple[int, ...] = ()) -> list[int] | None:
-    """The device plugin's best-effort choice of ``size`` GPUs among ``free``; None when too few.
-
-    ``must`` (the kubelet's must-include devices, not in ``free``) count towards the size and the score.
-    """
-    extra = size - len(must)
-    if extra > len(free) or extra < 0:
-        return None
-    if extra == 0:
-        return sorted(must)
-    if size == 1:
-        return [min(free)]
-    best: tuple[int, ...] | None = None
-    best_score = -1
-    for group in combinations(sorted(free), extra):
-        score = sum(_pair_score(topology, a, b) for a, b in combinations((*must, *group), 2))
-        if score > best_score:
-            best, best_score = group, score
-    return sorted((*must, *best)) if best else None
 
 
 def gpu_request(pod: Mapping[str, Any]) -> int:
@@ -108,9 +80,9 @@ class FakeAllocator:
             if plan is not None and len(plan) == size and set(plan) <= set(free):
                 self._held[key] = plan
                 return
-            chosen = best_effort(self.topology, free, size)
-            if chosen is not None:
-                self._held[key] = chosen
+            chosen = kubelet_choice(self.topology, free, size)
+            if chosen is not None:  # None: the kubelet would fail the pod's admission
+                self._held[key] = list(chosen)
 
     def resync(self, pods: list[Mapping[str, Any]]) -> None:
         """Make the held set match a fresh list of the node's pods: a pod deleted while no watch ran is let go."""

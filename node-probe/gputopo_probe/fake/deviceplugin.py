@@ -2,9 +2,10 @@
 
 On a test cluster (kind) this lets a real kubelet admit GPU pods and choose their GPUs the way it does with
 NVIDIA's device plugin: device ids are GPU UUIDs, a GPU with an XID is Unhealthy, GetPreferredAllocation
-follows that plugin's best-effort policy (pod identity is not part of the request, so no plan can be
-honoured here), and Allocate hands each container its GPUs in environment variables: NVIDIA_VISIBLE_DEVICES
-(UUIDs, as NVIDIA's plugin sets it) and GPUTOPO_VISIBLE_GPUS (indices). The kubelet's PodResources API then
+follows that plugin's best-effort policy as the operator models it (``gputopo.topology.device_plugin``;
+pod identity is not part of the request, so no plan can be honoured here), and Allocate hands each
+container its GPUs in environment variables: NVIDIA_VISIBLE_DEVICES (UUIDs, as NVIDIA's plugin sets it)
+and GPUTOPO_VISIBLE_GPUS (indices). The kubelet's PodResources API then
 reports the kubelet's choice, which the probe publishes.
 
 The kubelet deletes every socket in its plugin directory when it restarts; the plugin notices its socket is
@@ -23,9 +24,9 @@ from typing import Any, Final
 import grpc
 
 from gputopo.api.group import GPU_RESOURCE
+from gputopo.topology.device_plugin import preferred_allocation
 from gputopo.topology.model import Topology
 from gputopo_probe.deviceplugin import deviceplugin_pb2 as pb
-from gputopo_probe.fake.allocation import best_effort
 
 __all__ = ["DEFAULT_PLUGIN_DIR", "ENV_INDICES", "ENV_UUIDS", "FakeDevicePlugin"]
 
@@ -170,15 +171,17 @@ class FakeDevicePlugin:
             yield response
 
     def preferred_allocation(
-        self, request: pb.PreferredAllocationRequest, _context: grpc.ServicerContext
+        self, request: pb.PreferredAllocationRequest, context: grpc.ServicerContext
     ) -> pb.PreferredAllocationResponse:
         out = pb.PreferredAllocationResponse()
         for want in request.container_requests:
-            must = sorted({self._index[d] for d in want.must_include_deviceIDs if d in self._index})
-            free = sorted({self._index[d] for d in want.available_deviceIDs if d in self._index} - set(must))
-            size = want.allocation_size
-            chosen = best_effort(self.topology, free, size, tuple(must)) or (must + free)[:size]
-            out.container_responses.add(deviceIDs=[self.uuids[i] for i in sorted(chosen)])
+            available = {self._index[d] for d in want.available_deviceIDs if d in self._index}
+            must = {self._index[d] for d in want.must_include_deviceIDs if d in self._index}
+            chosen = preferred_allocation(self.topology, available, want.allocation_size, must)
+            if any(g is None for g in chosen):
+                # NVIDIA's plugin reads the UUID of the padding slot and fails; so does this one.
+                context.abort(grpc.StatusCode.INTERNAL, "best-effort policy returned a padding slot")
+            out.container_responses.add(deviceIDs=[self.uuids[g] for g in sorted(g for g in chosen if g is not None)])
         return out
 
     def allocate(self, request: pb.AllocateRequest, _context: grpc.ServicerContext) -> pb.AllocateResponse:

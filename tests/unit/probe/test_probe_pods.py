@@ -15,7 +15,7 @@ from gputopo.api.nodetopology import PodGpus
 from gputopo.topology.catalog import load_node_type
 from gputopo_probe.discovery.gpus import dra_device_names
 from gputopo_probe.errors import PodResourcesError
-from gputopo_probe.fake.allocation import FakeAllocator, best_effort
+from gputopo_probe.fake.allocation import FakeAllocator
 from gputopo_probe.fake.node import FakeNode
 from gputopo_probe.nvml import Nvml
 from gputopo_probe.podresources import api_pb2
@@ -94,10 +94,12 @@ def test_only_bound_gpu_pods_are_allocated(pod_spec: dict[str, Any], held: bool)
     assert bool(allocator.pods()) is held
 
 
-def test_best_effort_prefers_nvlink_pairs() -> None:
-    assert best_effort(pairs_board(), [1, 2, 3], 2) == [2, 3]
-    assert best_effort(pairs_board(), [0, 2], 2) == [0, 2]
-    assert best_effort(pairs_board(), [0], 2) is None
+def test_device_plugin_mode_takes_the_free_nvlink_pair_and_holds_nothing_when_short() -> None:
+    allocator = FakeAllocator(pairs_board(), "device-plugin")
+    allocator.observe("ADDED", pod("a", 1))
+    allocator.observe("ADDED", pod("b", 2))
+    allocator.observe("ADDED", pod("c", 2))
+    assert [(p.name, p.gpus) for p in allocator.pods()] == [("a", [0]), ("b", [2, 3])]
 
 
 class Lister(grpc.GenericRpcHandler):  # type: ignore[misc]
