@@ -1,7 +1,9 @@
 """Placement latency: one gang on 1,000 and 10,000-node snapshots, and how time grows.
 
 Cold: a new Snapshot per decision (empty group cache, as after a restart). Warm: the snapshot of the
-previous decision (the operator's steady state: its cache survives ``reserve``).
+previous decision (the operator's steady state: its cache survives ``reserve``). The last table compares
+who picks the GPUs within a node: gputopo's own groups (``planned``, DRA mode) against the device plugin's
+best-effort policy rank after rank (``devicePlugin``, the operator's default mode).
 Writes bench/reports/placement_speed.{json,md,png}.  Run: python bench/bench_placement_speed.py
 """
 
@@ -14,7 +16,7 @@ import statistics
 import time
 from pathlib import Path
 
-from gputopo.placement import Placement, Request, Snapshot, place
+from gputopo.placement import GpuChoice, Placement, Request, Snapshot, place
 from gputopo.placement.generate import generate_cluster
 
 REPORTS = Path(__file__).parent / "reports"
@@ -65,8 +67,27 @@ def main() -> None:
     for gpus in (8, 32, 64, 128, 256, 512, 1024):
         t = timings(big, Request(max(1, gpus // 8), 8, same_model=False), 15, cold=True)
         growth_size.append({"gpus": gpus, "median_ms": statistics.median(t)})
+    choices = []
+    for nodes, workers, per_worker in [(1000, 8, 8), (1000, 16, 2), (1000, 8, 1), (10000, 16, 2)]:
+        snap = cluster(nodes)
+        for choice in GpuChoice:
+            request = Request(workers, per_worker, same_model=False, gpu_choice=choice)
+            cold = timings(snap, request, 15, cold=True)
+            place(snap, request)
+            warm = timings(snap, request, 30, cold=False)
+            choices.append(
+                {
+                    "nodes": nodes,
+                    "workers": workers,
+                    "gpus_per_worker": per_worker,
+                    "choice": str(choice),
+                    "cold_median_ms": statistics.median(cold),
+                    "warm_median_ms": statistics.median(warm),
+                }
+            )
     doc = {
         "latency": rows,
+        "gpu_choice": choices,
         "growth_with_nodes": growth_nodes,
         "exponent_nodes": fit([g["nodes"] for g in growth_nodes], [g["median_ms"] for g in growth_nodes]),
         "growth_with_job_size": growth_size,
@@ -93,6 +114,18 @@ def main() -> None:
     lines += ["| nodes | median ms |", "|---|---|"] + [f"| {g['nodes']} | {g['median_ms']:.1f} |" for g in growth_nodes]
     lines += ["", "| job GPUs | median ms |", "|---|---|"] + [
         f"| {g['gpus']} | {g['median_ms']:.1f} |" for g in growth_size
+    ]
+    lines += [
+        "",
+        "Who picks a worker's GPUs within its node (15 cold, 30 warm decisions each):",
+        "",
+        "| nodes | workers x GPUs | chooser | cold median ms | warm median ms |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {c['nodes']} | {c['workers']} x {c['gpus_per_worker']} | {c['choice']} | "
+        f"{c['cold_median_ms']:.1f} | {c['warm_median_ms']:.1f} |"
+        for c in choices
     ]
     (REPORTS / "placement_speed.md").write_text("\n".join(lines) + "\n")
     import matplotlib

@@ -47,6 +47,11 @@ class Config:
     not_ready_grace: float = 40.0
     gpu_allocation: GpuAllocation = GpuAllocation.DEVICE_PLUGIN
 
+    @property
+    def gpu_choice(self) -> engine.GpuChoice:
+        """Who picks a rank's GPUs within its node: the device plugin, unless DRA claims bind the plan."""
+        return engine.GpuChoice.PLANNED if self.gpu_allocation is GpuAllocation.DRA else engine.GpuChoice.DEVICE_PLUGIN
+
 
 @dataclass(frozen=True, slots=True)
 class Restart:

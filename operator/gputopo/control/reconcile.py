@@ -104,7 +104,7 @@ def run_pass(
                     key,
                     job.spec.priority,
                     job.created or now,
-                    Request.from_spec(job.spec, name=job.name),
+                    Request.from_spec(job.spec, name=job.name, gpu_choice=config.gpu_choice),
                     avoid.get(key, frozenset()) | result.avoid_nodes,
                 )
             )

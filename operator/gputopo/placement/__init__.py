@@ -11,6 +11,7 @@ from gputopo.placement.constraints import (
 from gputopo.placement.engine import place
 from gputopo.placement.types import (
     DEFAULT_TIERS,
+    GpuChoice,
     NodeInfo,
     Placement,
     Policy,
@@ -24,6 +25,7 @@ from gputopo.placement.types import (
 
 __all__ = [
     "DEFAULT_TIERS",
+    "GpuChoice",
     "NodeInfo",
     "NodeSelectorOperator",
     "NodeSelectorRequirement",

@@ -2,7 +2,8 @@
 
 1. Filter nodes (readiness, taints, selectors, affinity, GPU model) and split them by GPU model and
    driver when the gang must be uniform.
-2. On each node class, take the best well-connected groups (``groups.node_offer``).
+2. On each node class, take the best well-connected groups (``groups.node_offer``), or, when the device
+   plugin picks a worker's GPUs (``request.gpu_choice``), the groups it will pick.
 3. For each network tier from the lowest, and each switch domain of that tier, find the highest bus
    bandwidth θ such that the domain's nodes hold the gang with every node reaching θ (the gang figure is a
    minimum over nodes, so a threshold search is exact given the offers).
@@ -40,7 +41,7 @@ def candidates(snapshot: Snapshot, request: Request) -> tuple[list[list[Candidat
     short = 0
     for i in result.passed:
         node = snapshot.nodes[i]
-        offer = node_offer(snapshot, node, request.gpus_per_worker, request.intra_node)
+        offer = node_offer(snapshot, node, request.gpus_per_worker, request.intra_node, request.gpu_choice)
         if offer.capacity == 0:
             short += 1
             continue

@@ -2,6 +2,10 @@
 
 Nodes with the same topology object and the same free GPUs form one class: the group search runs once per
 class and is memoised in the snapshot's cache, which is what keeps a 10,000-node decision cheap.
+
+Who picks the groups is the request's ``gpu_choice``: gputopo's search (``_offer``), or the device plugin's
+best-effort policy taking one worker's GPUs after another from the free set (``_device_plugin_offer``),
+scored the same way, so the engine compares nodes by what their workers will really get.
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ from itertools import combinations
 
 from gputopo.api.trainingjob import IntraNode
 from gputopo.placement.scores import NodeScores, gpus_of
-from gputopo.placement.types import NodeInfo, Snapshot
+from gputopo.placement.types import GpuChoice, NodeInfo, Snapshot
+from gputopo.topology.device_plugin import kubelet_choice
 from gputopo.topology.memo import Table
 
 __all__ = ["Candidate", "NodeOffer", "k_subsets", "node_offer", "usable_mask"]
@@ -106,25 +111,52 @@ def _offer(scores: NodeScores, free: int, k: int, intra: IntraNode) -> NodeOffer
     return NodeOffer(scores, tuple(groups), tuple(intra_bw), tuple(inter_bw), free.bit_count())
 
 
-# Per (topology id, used GPUs as given, group size, intra-node rule): a frozenset hashes once, so a node
-# class costs one lookup.
-_OFFERS_BY_USED: Table[tuple[int, frozenset[int], int, IntraNode], NodeOffer] = Table("offers by used GPUs")
-# Per (topology id, free healthy GPUs as a mask, group size, intra-node rule).
-_OFFERS: Table[tuple[int, int, int, IntraNode], NodeOffer] = Table("offers")
+def _device_plugin_offer(scores: NodeScores, free: int, k: int, intra: IntraNode) -> NodeOffer:
+    """Per worker count m, the groups the kubelet gives m workers in rank order: each the device plugin's
+    choice of k among what the earlier ones left. A choice that breaks ``intra`` (or none at all) ends it:
+    the m-th worker would not get GPUs the gang accepts."""
+    groups: list[tuple[int, ...]] = []
+    intra_bw: list[float] = []
+    inter_bw: list[float] = []
+    taken: tuple[int, ...] = ()
+    left = free
+    for _ in range(free.bit_count() // k):
+        chosen = kubelet_choice(scores.topology, gpus_of(left), k)
+        if chosen is None:
+            break
+        group = sum(1 << g for g in chosen)
+        if not scores.allowed(group, intra):
+            break
+        taken, left = (*taken, group), left & ~group
+        groups.append(taken)
+        intra_bw.append(scores.intra(free & ~left))
+        inter_bw.append(scores.inter(free & ~left))
+    return NodeOffer(scores, tuple(groups), tuple(intra_bw), tuple(inter_bw), free.bit_count())
 
 
-def node_offer(snapshot: Snapshot, node: NodeInfo, k: int, intra: IntraNode) -> NodeOffer:
+_BUILDERS = {GpuChoice.PLANNED: _offer, GpuChoice.DEVICE_PLUGIN: _device_plugin_offer}
+
+# Per (topology id, used GPUs as given, group size, intra-node rule, chooser): a frozenset hashes once, so a
+# node class costs one lookup.
+_OFFERS_BY_USED: Table[tuple[int, frozenset[int], int, IntraNode, GpuChoice], NodeOffer] = Table("offers by used GPUs")
+# Per (topology id, free healthy GPUs as a mask, group size, intra-node rule, chooser).
+_OFFERS: Table[tuple[int, int, int, IntraNode, GpuChoice], NodeOffer] = Table("offers")
+
+
+def node_offer(
+    snapshot: Snapshot, node: NodeInfo, k: int, intra: IntraNode, choice: GpuChoice = GpuChoice.PLANNED
+) -> NodeOffer:
     by_used = snapshot.cache.memo.table(_OFFERS_BY_USED)
-    fast = (id(node.topology), node.used_gpus, k, intra)
+    fast = (id(node.topology), node.used_gpus, k, intra, choice)
     found = by_used.get(fast)
     if found is not None and found.scores.topology is node.topology:
         return found
     scores = snapshot.cache.scores(node.topology)
     free = usable_mask(node, scores)
     offers = snapshot.cache.memo.table(_OFFERS)
-    key = (id(node.topology), free, k, intra)
+    key = (id(node.topology), free, k, intra, choice)
     offer = offers.get(key)
     if offer is None or offer.scores is not scores:
-        offer = _offer(scores, free, k, intra)
+        offer = _BUILDERS[choice](scores, free, k, intra)
     offers[key] = by_used[fast] = offer
     return offer

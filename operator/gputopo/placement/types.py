@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Protocol
 
 from gputopo.api.labels import LABEL_GFD_CLIQUE, LABEL_NVLINK_CLIQUE
@@ -28,6 +29,7 @@ from gputopo.topology.model import Topology
 __all__ = [
     "DEFAULT_DOMAIN_NODE_CAP",
     "DEFAULT_TIERS",
+    "GpuChoice",
     "NodeInfo",
     "Placement",
     "Policy",
@@ -264,6 +266,15 @@ class Snapshot:
         return child
 
 
+class GpuChoice(StrEnum):
+    """Who picks a worker's GPUs within its node, so the engine plans (and scores) what the worker gets."""
+
+    PLANNED = "planned"  # gputopo's best groups: the cluster is bound to the plan (DRA claims)
+    # NVIDIA's device plugin: its best-effort policy on the node's free GPUs, one rank after another
+    # (``gputopo.topology.device_plugin``), since the kubelet never sees the plan.
+    DEVICE_PLUGIN = "devicePlugin"
+
+
 @dataclass(frozen=True)
 class Request:
     """What a gang needs: ``workers`` times ``gpus_per_worker`` GPUs and where they may be."""
@@ -282,13 +293,14 @@ class Request:
     affinity_terms: tuple[NodeSelectorTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     slice_size: int | None = None
+    gpu_choice: GpuChoice = GpuChoice.PLANNED
 
     @property
     def total_gpus(self) -> int:
         return self.workers * self.gpus_per_worker
 
     @classmethod
-    def from_spec(cls, spec: TrainingJobSpec, *, name: str = "") -> Request:
+    def from_spec(cls, spec: TrainingJobSpec, *, name: str = "", gpu_choice: GpuChoice = GpuChoice.PLANNED) -> Request:
         """The request of a TrainingJob spec; a pod template field of the wrong shape raises ``TemplateError``."""
         pod = pod_constraints(spec.template)
         topo = spec.topology
@@ -307,6 +319,7 @@ class Request:
             affinity_terms=pod.affinity_terms,
             tolerations=pod.tolerations,
             slice_size=topo.slice_size,
+            gpu_choice=gpu_choice,
         )
 
 

@@ -12,6 +12,7 @@ from gputopo.api.group import ANNOTATION_GPUS, GANG_GATE
 from gputopo.api.nodetopology import LinkState, NicState
 from gputopo.api.trainingjob import JobPhase, Placement, TrainingJobStatus, WorkerPlacement
 from gputopo.control.actions import JobActions
+from gputopo.control.dra import GpuAllocation
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.lifecycle import Config
@@ -20,6 +21,7 @@ from gputopo.control.view import ClusterView
 from gputopo.placement import DEFAULT_TIERS, place
 
 CONFIG = Config(DEFAULT_TIERS, unschedulable_timeout=60, not_ready_grace=30)
+DRA = Config(DEFAULT_TIERS, unschedulable_timeout=60, not_ready_grace=30, gpu_allocation=GpuAllocation.DRA)
 
 
 def run(
@@ -28,11 +30,12 @@ def run(
     pods: Sequence[PodFacts] = (),
     now: float = 10.0,
     ledger: Sequence[PlannedGang] = (),
+    config: Config = CONFIG,
 ) -> Pass:
     by_job: dict[JobKey, list[PodFacts]] = {}
     for p in pods:
         by_job.setdefault((p.namespace, str(p.job)), []).append(p)
-    return run_pass({j.key: j for j in jobs}, by_job, view, ledger, {}, CONFIG, at(now), place)
+    return run_pass({j.key: j for j in jobs}, by_job, view, ledger, {}, config, at(now), place)
 
 
 def actions_of(result: Pass, name: str) -> JobActions:
@@ -165,22 +168,39 @@ def test_a_failed_worker_follows_the_failure_policy(
     assert any(e.reason == reason for e in actions.events)
 
 
-def test_link_down_in_a_used_pair_re_places_on_healthy_gpus() -> None:
+def _link_down_under_the_gang(config: Config) -> JobActions:
     placement = placed([("n1", [0, 1])])
     policy = {"gracePeriodSeconds": 15, "backoffSeconds": 0}
     j = job("llm", gpus=2, failurePolicy=policy, status=running(placement))
     view = cluster().node("n1").link("n1", 0, 1).view()
-    result = run([j], view, gang(j, placement))
+    result = run([j], view, gang(j, placement), config=config)
     actions = actions_of(result, "llm")
     assert actions.status is not None
     assert actions.status.restarts == 1 and actions.status.phase is JobPhase.RESCHEDULING
     assert [(d.name, d.grace_seconds) for d in actions.deletions] == [("llm-0", 15)]
     assert any(e.reason == "LinkDown" and e.type == "Warning" for e in actions.events)
     assert result.restarts == ["LinkDown"]
-    # Planned in the same pass, away from the broken pair; the pods wait until the old ones are gone.
+    return actions
+
+
+def test_link_down_in_a_used_pair_re_places_on_healthy_gpus() -> None:
+    """With DRA the plan binds: planned in the same pass, away from the broken pair; the pods wait until
+    the old ones are gone."""
+    actions = _link_down_under_the_gang(DRA)
+    assert actions.status is not None
     new = actions.status.placement
     assert new is not None and new.generation == 2 and new.workers
     assert not {0, 1} <= set(new.workers[0].gpus) and actions.pods == []
+
+
+def test_link_down_with_the_device_plugin_waits_since_it_would_give_the_broken_pair_again() -> None:
+    """The device plugin sees no NVSwitch link and picks GPUs 0 and 1 (the first same-socket pair) once the
+    old pod is gone: no node offers the gang a working pair, so it waits instead of being planned there."""
+    actions = _link_down_under_the_gang(CONFIG)
+    assert actions.status is not None
+    assert actions.status.placement is not None and not actions.status.placement.workers
+    placed_condition = next(c for c in actions.status.conditions if c.type == "Placed")
+    assert placed_condition.status == "False" and placed_condition.reason == "WaitingForCapacity"
 
 
 def test_link_down_in_gpus_the_job_does_not_use_changes_nothing() -> None:
