@@ -30,10 +30,12 @@ from gputopo.placement import types as engine
 from gputopo.placement.types import TierConfig
 from gputopo.topology.views import nearest_nics
 
-__all__ = ["POD_REFUSED", "Config", "JobStep", "Restart", "settle", "step", "unreadable"]
+__all__ = ["GPUS_AS_PLANNED", "POD_REFUSED", "Config", "JobStep", "Restart", "settle", "step", "unreadable"]
 
 # The Invalid condition's reason when the API server refused the gang's pods (recorded per generation).
 POD_REFUSED = "PodRefused"
+# Whether the GPUs the pods hold are the planned ones: Unknown until the probes report every rank.
+GPUS_AS_PLANNED = "GpusAsPlanned"
 
 _API_TIME_RESOLUTION = timedelta(seconds=1)  # metav1.Time is serialised in whole seconds
 
@@ -378,8 +380,11 @@ def _blocked_claims(s: _Step, placement: Placement, current: dict[int, PodFacts]
 def _follow_reality(
     s: _Step, placement: Placement, current: dict[int, PodFacts], view: ClusterView, config: Config
 ) -> None:
-    """When the probe says a pod holds other GPUs than planned, the status follows the pod."""
+    """When the probe says a pod holds other GPUs than planned, the status follows the pod, and the
+    ``GpusAsPlanned`` condition says so until the next placement; True once every rank is reported on its
+    planned GPUs."""
     changed: list[str] = []
+    reported = 0
     workers = []
     for worker in placement.workers:
         pod = current.get(worker.rank)
@@ -395,6 +400,7 @@ def _follow_reality(
             and since >= pod.scheduled_at + _API_TIME_RESOLUTION
         )
         real = view.real_gpus(pod.namespace, pod.name, pod.node) if pod and fresh else None
+        reported += bool(real)
         if real is not None and real and sorted(real) != sorted(worker.gpus):
             nics = list(worker.nics)
             topology = facts.topology if facts is not None else None
@@ -404,6 +410,10 @@ def _follow_reality(
             worker = worker.model_copy(update={"gpus": list(real), "nics": nics})
         workers.append(worker)
     if not changed:
+        if reported == len(placement.workers) and not _gpus_differed(s):
+            s.condition(
+                GPUS_AS_PLANNED, True, "Reported", f"the probes report the planned GPUs of all {reported} ranks"
+            )
         return
     update: dict[str, object] = {"workers": workers}
     estimate = estimate_workers(workers, view.topologies, view.nodes, config.tiers)
@@ -411,7 +421,16 @@ def _follow_reality(
         update["estimated_bus_bandwidth_g_bps"] = round(estimate.busbw_gbps, 3)
         update["bottleneck"] = estimate.bottleneck
     s.status.placement = placement.model_copy(update=update)
+    plugin = config.gpu_allocation is GpuAllocation.DEVICE_PLUGIN
+    reason = "DevicePluginChoseOtherGpus" if plugin else "AllocatedOtherGpus"
+    who = "the device plugin gave" if plugin else "the allocation gave"
+    s.condition(GPUS_AS_PLANNED, False, reason, f"generation {placement.generation}: {who} " + "; ".join(changed))
     s.out.actions.event("Normal", "GpusDiffer", "reality wins: " + "; ".join(changed))
+
+
+def _gpus_differed(s: _Step) -> bool:
+    """Whether this placement generation's GPUs were found to differ (settle resets it for each new one)."""
+    return any(c.type == GPUS_AS_PLANNED and c.status == "False" for c in s.status.conditions)
 
 
 def _with_faults(s: _Step, spec: TrainingJobSpec, placement: Placement, view: ClusterView, config: Config) -> JobStep:
@@ -576,6 +595,17 @@ def settle(
         f"bottleneck {placement.bottleneck}"
     )
     s.condition("Placed", True, "Placed", message)
+    s.status.conditions = set_condition(
+        s.status.conditions,
+        Condition(
+            type=GPUS_AS_PLANNED,
+            status="Unknown",
+            reason="AwaitingReport",
+            message=f"generation {placement.generation} is not yet reported by the probes",
+            observed_generation=job.generation,
+        ),
+        now,
+    )
     out.actions.event("Normal", "Placed", f"generation {placement.generation}: {message}")
     if not out.old_pods_left:
         _create_gang(s, spec, placement, placement.workers)
