@@ -209,6 +209,9 @@ class TopologyFacts:
     observed_at: datetime | None = None  # when the probe published this content
     # Per pod (namespace, name): when the probe first published its current GPU list.
     pod_since: Mapping[tuple[str, str], datetime] = field(default_factory=dict)
+    # When the probe last published, unchanged content (a heartbeat) included. Not part of equality, so a
+    # heartbeat still changes nothing the control loop is woken for.
+    seen_at: datetime | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ POD_REFUSED = "PodRefused"
 GPUS_AS_PLANNED = "GpusAsPlanned"
 
 _API_TIME_RESOLUTION = timedelta(seconds=1)  # metav1.Time is serialised in whole seconds
+_REPORT_RECHECK = timedelta(seconds=5)  # how soon to look again at a report from the second of a binding
 
 TERMINAL = (JobPhase.SUCCEEDED, JobPhase.FAILED)
 
@@ -389,16 +390,7 @@ def _follow_reality(
     for worker in placement.workers:
         pod = current.get(worker.rank)
         facts = view.topologies.get(pod.node) if pod and pod.node else None
-        # Believe a report published after this pod was bound: pods reuse names across generations, and
-        # an older report is about the previous pod of the same name. The API server keeps condition times
-        # in whole seconds, so "after" means a second past the truncated binding time.
-        since = view.real_since(pod.namespace, pod.name, pod.node) if pod and pod.node else None
-        fresh = (
-            pod is not None
-            and since is not None
-            and pod.scheduled_at is not None
-            and since >= pod.scheduled_at + _API_TIME_RESOLUTION
-        )
+        fresh = pod is not None and _fresh(s, view, pod)
         real = view.real_gpus(pod.namespace, pod.name, pod.node) if pod and fresh else None
         reported += bool(real)
         if real is not None and real and sorted(real) != sorted(worker.gpus):
@@ -426,6 +418,27 @@ def _follow_reality(
     who = "the device plugin gave" if plugin else "the allocation gave"
     s.condition(GPUS_AS_PLANNED, False, reason, f"generation {placement.generation}: {who} " + "; ".join(changed))
     s.out.actions.event("Normal", "GpusDiffer", "reality wins: " + "; ".join(changed))
+
+
+def _fresh(s: _Step, view: ClusterView, pod: PodFacts) -> bool:
+    """Whether the probe's report of the pod is about this pod. Pods reuse names across generations, and an
+    older report is about the previous pod of the same name: believe a list first published a second past
+    the binding (the API server keeps condition times in whole seconds). A list first published within the
+    binding's second is believed once the probe publishes it again a second past the binding: the previous
+    pod of that name was gone before this one was created. Until then the step looks again shortly."""
+    if not pod.node or pod.scheduled_at is None:
+        return False
+    since = view.real_since(pod.namespace, pod.name, pod.node)
+    if since is None or since < pod.scheduled_at:
+        return False
+    settled = pod.scheduled_at + _API_TIME_RESOLUTION
+    if since >= settled:
+        return True
+    seen = view.seen_at(pod.node)
+    if seen is not None and seen >= settled:
+        return True
+    s.out.wake(s.now + _REPORT_RECHECK)
+    return False
 
 
 def _gpus_differed(s: _Step) -> bool:

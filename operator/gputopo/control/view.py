@@ -49,6 +49,11 @@ class ClusterView:
         facts = self.topologies.get(node)
         return facts.pod_since.get((namespace, name)) if facts is not None else None
 
+    def seen_at(self, node: str) -> datetime | None:
+        """When the probe on ``node`` last published (unchanged content too)."""
+        facts = self.topologies.get(node)
+        return (facts.seen_at or facts.observed_at) if facts is not None else None
+
 
 def used_gpus(view: ClusterView, planned: Iterable[PlannedGang]) -> dict[str, frozenset[int]]:
     """Per node, the GPU indices held or planned."""

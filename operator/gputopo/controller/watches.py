@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
 from gputopo.api.group import GROUP, VERSION
 from gputopo.control.dra import ClaimFacts, DraView, SliceFacts, claim_facts, slice_facts
-from gputopo.control.facts import NodeFacts, TopologyFacts, node_facts
+from gputopo.control.facts import NodeFacts, TopologyFacts, node_facts, parse_time
 from gputopo.control.quarantine import Quarantine
 from gputopo.control.topologies import carry_pod_since, content_digest, topology_facts
 from gputopo.controller.client import KubeClient, resource_path
@@ -94,10 +95,11 @@ class ClusterWatches:
         status = status if isinstance(status, Mapping) else {}
         digest = content_digest(status)
         if before is not None and self._digests.get(name) == digest:
-            return before  # same content: keep the facts (and the time the content last changed)
+            # Same content: keep the facts (and the time the content last changed); note the publication.
+            return replace(before, seen_at=parse_time(status.get("observedAt")) or before.seen_at)
         facts = topology_facts({"metadata": {"name": name}, "status": dict(status)})
         now = datetime.now(UTC)
-        facts = carry_pod_since(before, facts, now)
+        facts = replace(carry_pod_since(before, facts, now), seen_at=facts.observed_at)
         self._digests[name] = digest
         if facts.topology is not None:
             self.quarantine.observe(name, facts.topology, now)

@@ -104,6 +104,7 @@ class ClusterBuilder:
         self.real: dict[str, list[PodGpus]] = {}
         self.pods: list[PodFacts] = []
         self.observed_at = T0 + timedelta(seconds=5)
+        self.seen_at: datetime | None = None  # the probe's last publication, when later than observed_at
 
     def node(
         self, name: str, node_type: str = "hgx-h100", leaf: str = "leaf-a", spine: str = "spine-a"
@@ -171,6 +172,7 @@ class ClusterBuilder:
                     tuple(self.real.get(n, ())),
                     observed_at=self.observed_at,
                     pod_since={(p.namespace, p.name): self.observed_at for p in self.real.get(n, ())},
+                    seen_at=self.seen_at,
                 )
                 for n, t in self.topologies.items()
             },

@@ -361,6 +361,21 @@ def test_a_report_from_the_second_the_pod_was_bound_is_not_believed() -> None:
     assert run([j], builder.view(), gang(j, placement)).actions == []
 
 
+def test_a_report_from_the_second_of_the_binding_is_believed_once_the_probe_publishes_again() -> None:
+    """The list first came in the binding's second; the probe published it again a second later, when the
+    previous pod of that name was long gone: it is this pod's."""
+    placement = placed([("n1", [0, 1])])
+    j = job("llm", gpus=2, status=running(placement))
+    builder = cluster().node("n1").holds("n1", "default", "llm-0", [4, 5])
+    builder.observed_at = T0 + timedelta(milliseconds=500)
+    result = run([j], builder.view(), gang(j, placement))
+    assert result.actions == [] and result.wake_at == at(15)  # looks again shortly
+    builder.seen_at = T0 + timedelta(seconds=1)
+    actions = actions_of(run([j], builder.view(), gang(j, placement)), "llm")
+    assert actions.status is not None and actions.status.placement is not None
+    assert actions.status.placement.workers[0].gpus == [4, 5]
+
+
 def test_a_pod_unschedulable_too_long_sends_the_job_back_to_planning() -> None:
     placement = placed([("n1", [0, 1])])
     j = job("llm", gpus=2, status=TrainingJobStatus(phase=JobPhase.PLACING, placement=placement))
