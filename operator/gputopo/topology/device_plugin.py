@@ -28,7 +28,8 @@ Mapping gputopo's links (what is approximated):
   NVSwitch semantics``): NVSwitch pairs score their PCIe level only.
 * gputopo records one kind per pair, so an NVLink or NVSwitch pair's PCIe level is not recorded. It is
   inferred from the pair's PCIe links through other GPUs (two GPUs each on one switch with a third share
-  that switch: the widest level on the best path), else from NUMA nodes (different: SYS, else NODE).
+  that switch: the widest level on the best path) and from NUMA nodes (different: SYS, else NODE),
+  whichever is narrower.
 * The kubelet sends the available IDs in Go map order (``sets.Set.UnsortedList``), and the policy keeps the
   first of equal-scoring choices, so among ties the real pick is arbitrary. The model lists them by index,
   as go-gpuallocator's own ``Allocator`` does (``SortedSlice``).
@@ -128,8 +129,9 @@ def pair_scores(gpu_count: int, links: Mapping[tuple[int, int], Iterable[int]]) 
 
 
 def _pcie_levels(topology: Topology) -> dict[tuple[int, int], LinkKind]:
-    """Every pair's PCIe level: its own when the topology records one, else the narrowest level reachable
-    through other GPUs' recorded levels (the widest step on the best path), else NUMA nodes decide."""
+    """Every pair's PCIe level: its own when the topology records one, else the narrowest of the level reachable
+    through other GPUs' recorded levels (the widest step on the best path) and what the NUMA nodes say
+    (different: SYS, else NODE)."""
     n = topology.gpu_count
     worst = len(PCIE_LEVELS)
     level = [[worst] * n for _ in range(n)]
@@ -149,11 +151,10 @@ def _pcie_levels(topology: Topology) -> dict[tuple[int, int], LinkKind]:
     out: dict[tuple[int, int], LinkKind] = {}
     for a in range(n):
         for b in range(a + 1, n):
-            if level[a][b] < worst:
-                out[(a, b)] = PCIE_LEVELS[level[a][b]]
-                continue
             na, nb = topology.gpus[a].numa_node, topology.gpus[b].numa_node
-            out[(a, b)] = LinkKind.SYS if na is not None and nb is not None and na != nb else LinkKind.NODE
+            numa = LinkKind.SYS if na is not None and nb is not None and na != nb else LinkKind.NODE
+            # A path through SYS links says less than the NUMA nodes do.
+            out[(a, b)] = PCIE_LEVELS[min(level[a][b], _RANK[numa])]
     return out
 
 
