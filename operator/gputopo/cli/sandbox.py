@@ -41,6 +41,14 @@ def up(
             "the operator creates a ResourceClaim per rank.",
         ),
     ] = GpuAllocation.DEVICE_PLUGIN,
+    fake_allocation: Annotated[
+        str,
+        typer.Option(
+            "--fake-allocation",
+            help="Which GPUs the fake probes report a pod holding: plan (the operator's, when free) or "
+            "device-plugin (NVIDIA's device plugin's own choice, ignoring the plan as a real kubelet does).",
+        ),
+    ] = "plan",
     name: NameOpt = DEFAULT_NAME,
 ) -> None:
     """Start the sandbox (or reuse a running one with the same shape)."""
@@ -52,6 +60,7 @@ def up(
             probes=probes,
             probe_interval=interval,
             gpu_allocation=gpu_allocation.value,
+            fake_allocation=fake_allocation,
         )
     except SandboxError as error:
         _fail(error)

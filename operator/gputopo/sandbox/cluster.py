@@ -26,9 +26,11 @@ from gputopo.sandbox.errors import SandboxError
 from gputopo.sandbox.nodes import KWOK_ANNOTATION, node_manifest
 from gputopo.sandbox.profiles import NodePlan, domain_fabric, plan_nodes
 
-__all__ = ["DEFAULT_NAME", "Sandbox", "SandboxStatus"]
+__all__ = ["DEFAULT_NAME", "FAKE_ALLOCATIONS", "Sandbox", "SandboxStatus"]
 
 DEFAULT_NAME = "gputopo"
+# The fake probes' pod GPUs (gputopo-probe --fake-allocation): the plan, or the device plugin's choice.
+FAKE_ALLOCATIONS = ("plan", "device-plugin")
 
 # NVIDIA's DRA driver installs this DeviceClass of whole GPUs (its Helm chart's deviceclass-gpu.yaml).
 DEVICE_CLASS = {
@@ -136,8 +138,13 @@ class Sandbox:
         probe_interval: float = 1.0,
         wait: float = 180.0,
         gpu_allocation: str = "devicePlugin",
+        fake_allocation: str = "plan",
     ) -> SandboxStatus:
         """Start (or reuse) the cluster with ``nodes`` simulated GPU nodes of ``profile``.
+
+        ``fake_allocation`` is which GPUs the fake probes report a pod holding: ``plan`` (the operator's
+        planned GPUs when free, as if the cluster honoured the plan) or ``device-plugin`` (the choice of NVIDIA's
+        device plugin, ``gputopo.topology.device_plugin``, ignoring the plan as the real kubelet does).
 
         With ``gpu_allocation="dra"`` the fake probes also publish each node's GPUs as ResourceSlices the way
         NVIDIA's DRA driver does, its DeviceClass ``gpu.nvidia.com`` is created, and the operator started here
@@ -145,16 +152,24 @@ class Sandbox:
         """
         if gpu_allocation not in ("devicePlugin", "dra"):
             raise SandboxError(f"gpu allocation must be devicePlugin or dra, not {gpu_allocation!r}")
+        if fake_allocation not in FAKE_ALLOCATIONS:
+            raise SandboxError(f"fake allocation must be one of {', '.join(FAKE_ALLOCATIONS)}, not {fake_allocation!r}")
         plans = plan_nodes(profile, nodes)
         state = self._state()
         if self.api_ready():
             recorded = state.get("nodes") is not None
-            shape = (state.get("nodes"), state.get("profile"), state.get("gpu_allocation", "devicePlugin"))
-            if recorded and shape != (nodes, profile, gpu_allocation):
+            shape = (
+                state.get("nodes"),
+                state.get("profile"),
+                state.get("gpu_allocation", "devicePlugin"),
+                state.get("fake_allocation", "plan"),
+            )
+            if recorded and shape != (nodes, profile, gpu_allocation, fake_allocation):
                 raise SandboxError(
                     f"sandbox {self.name!r} is already up with {state.get('nodes')} nodes of profile "
-                    f"{state.get('profile')!r}, gpu allocation {shape[2]}; run `gputopo sandbox down` first, or "
-                    "call up with the same --nodes, --profile and --gpu-allocation to reuse it"
+                    f"{state.get('profile')!r}, gpu allocation {shape[2]}, fake allocation {shape[3]}; run "
+                    "`gputopo sandbox down` first, or call up with the same --nodes, --profile, --gpu-allocation "
+                    "and --fake-allocation to reuse it"
                 )
             _log(f"reusing running sandbox {self.name!r} ({nodes} nodes, profile {profile})")
         else:
@@ -165,7 +180,11 @@ class Sandbox:
             self.kubectl("apply", "-f", "-", input=json.dumps(DEVICE_CLASS))
         self._create_nodes(plans)
         self._save_state(
-            nodes=nodes, profile=profile, node_names=[p.name for p in plans], gpu_allocation=gpu_allocation
+            nodes=nodes,
+            profile=profile,
+            node_names=[p.name for p in plans],
+            gpu_allocation=gpu_allocation,
+            fake_allocation=fake_allocation,
         )
         if probes:
             self.start_probes(plans, interval=probe_interval)
@@ -292,6 +311,7 @@ class Sandbox:
         ]  # fmt: skip
         if self.gpu_allocation == "dra":
             argv.append("--dra")
+        argv += ["--fake-allocation", str(self._state().get("fake_allocation", "plan"))]
         processes.start(argv, pid_file=pid_file, log_file=self.log_dir / "probe-farm.log")
         _log(f"fake node probes started (log: {self.log_dir / 'probe-farm.log'})")
 
