@@ -114,18 +114,25 @@ def test_gpus_taken_outside_gputopo_before_binding_make_the_status_follow_the_po
 ) -> None:
     """Between planning and binding a pod of another namespace, bound straight to the node, takes the planned
     GPUs; the kubelet then gives the rank others. The status shows them, with GpusAsPlanned False and an Event."""
-    jobs.wait("no pod of the earlier tests reported", lambda: not any(ns == NS for ns, _ in reported(box)))
+    jobs.wait(
+        "no pod of the earlier tests reported", lambda: not any(ns == NS for ns, _ in reported(box)), timeout=TIMEOUT
+    )
     with scheduler_paused(box):
         jobs.apply(training_job("late", NS, gpusPerWorker=2, gpu={"model": "V100"}))
-        planned = jobs.wait("late planned", lambda: (jobs.status("late").get("placement") or {}).get("workers"))[0]
+        planned = jobs.wait(
+            "late planned", lambda: (jobs.status("late").get("placement") or {}).get("workers"), timeout=TIMEOUT
+        )[0]
         box.kubectl("create", "namespace", OTHER, check=False)
         box.kubectl("apply", "-n", OTHER, "-f", "-", input=json.dumps(_foreign_pod(planned["node"], 2)))
         jobs.wait(
             "the foreign pod holding the planned GPUs",
             lambda: reported(box).get((OTHER, "squatter")) == (planned["node"], sorted(planned["gpus"])),
+            timeout=TIMEOUT,
         )
     condition = jobs.wait(
-        "GpusAsPlanned False", lambda: (c := gpus_as_planned(jobs, "late")) and c["status"] == "False" and c
+        "GpusAsPlanned False",
+        lambda: (c := gpus_as_planned(jobs, "late")) and c["status"] == "False" and c,
+        timeout=TIMEOUT,
     )
     assert condition["reason"] == "DevicePluginChoseOtherGpus"
     node, real = reported(box)[(NS, "late-0")]
