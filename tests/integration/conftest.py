@@ -6,6 +6,7 @@ GPUTOPO_KEEP_SANDBOX=1.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import pytest
 
 from gputopo.sandbox.harness import Jobs, OperatorProcess, namespace_jobs
 from gputopo.sandbox.testing import SandboxHandle, running_sandbox
+
+sys.path.insert(0, str(Path(__file__).parent))  # own_sandbox
 
 NAME = os.environ.get("GPUTOPO_TEST_SANDBOX", "gputopo-test")
 NODES = int(os.environ.get("GPUTOPO_TEST_NODES", "16"))

@@ -15,10 +15,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from own_sandbox import own_sandbox
 
 from gputopo.api.nodetopology import NodeTopologyStatus
-from gputopo.sandbox.harness import Jobs, OperatorProcess, namespace_jobs, namespaced_operator, training_job
-from gputopo.sandbox.testing import SandboxHandle, running_sandbox
+from gputopo.sandbox.harness import Jobs, training_job
+from gputopo.sandbox.testing import SandboxHandle
 from gputopo.topology.convert import from_status
 from gputopo.topology.device_plugin import kubelet_choice
 
@@ -31,25 +32,15 @@ NODES = 16
 TIMEOUT = 120.0  # a report from the binding's second is believed at the probe's next publication (heartbeat 60 s)
 
 
-@pytest.fixture(scope="module")
-def box() -> Iterator[SandboxHandle]:
-    with running_sandbox(NAME, nodes=NODES, profile="mixed", fake_allocation="device-plugin") as handle:
-        yield handle
-
-
-@pytest.fixture(scope="module")
-def operator(box: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    log_file = tmp_path_factory.mktemp("device-plugin") / "operator.log"
-    settings = {"GPUTOPO_GPU_ALLOCATION": "devicePlugin", "GPUTOPO_UNSCHEDULABLE_TIMEOUT_SECONDS": "300"}
-    with namespaced_operator(box.kubectl, box.kubeconfig, log_file, NS, settings) as proc:
-        yield proc
-
-
-@pytest.fixture
-def jobs(box: SandboxHandle, operator: OperatorProcess) -> Iterator[Jobs]:
-    with namespace_jobs(box.kubectl, NS, operator) as handle:
-        yield handle
-    box.kubectl("delete", "namespace", OTHER, "--wait=false", check=False)
+box, operator, jobs = own_sandbox(
+    NAME,
+    NS,
+    OTHER,
+    {"GPUTOPO_GPU_ALLOCATION": "devicePlugin", "GPUTOPO_UNSCHEDULABLE_TIMEOUT_SECONDS": "300"},
+    nodes=NODES,
+    profile="mixed",
+    fake_allocation="device-plugin",
+)
 
 
 def reported(box: SandboxHandle) -> dict[tuple[str, str], tuple[str, list[int]]]:

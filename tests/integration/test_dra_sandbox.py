@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from own_sandbox import own_sandbox
 
 from gputopo.sandbox.faults import gpu_fault
-from gputopo.sandbox.harness import Jobs, OperatorProcess, namespace_jobs, namespaced_operator, training_job
-from gputopo.sandbox.testing import SandboxHandle, running_sandbox
+from gputopo.sandbox.harness import Jobs, training_job
+from gputopo.sandbox.testing import SandboxHandle
 
 pytestmark = pytest.mark.integration
 
@@ -26,25 +26,15 @@ TIMEOUT = 60.0
 FAST = {"backoffSeconds": 0, "gracePeriodSeconds": 0, "cooldownSeconds": 0}
 
 
-@pytest.fixture(scope="module")
-def box() -> Iterator[SandboxHandle]:
-    with running_sandbox(NAME, nodes=NODES, profile="hgx-h100", gpu_allocation="dra") as handle:
-        yield handle
-
-
-@pytest.fixture(scope="module")
-def operator(box: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    log_file = tmp_path_factory.mktemp("dra") / "operator.log"
-    settings = {"GPUTOPO_GPU_ALLOCATION": "dra", "GPUTOPO_UNSCHEDULABLE_TIMEOUT_SECONDS": "60"}
-    with namespaced_operator(box.kubectl, box.kubeconfig, log_file, NS, settings) as proc:
-        yield proc
-
-
-@pytest.fixture
-def jobs(box: SandboxHandle, operator: OperatorProcess) -> Iterator[Jobs]:
-    with namespace_jobs(box.kubectl, NS, operator) as handle:
-        yield handle
-    box.kubectl("delete", "namespace", OTHER, "--wait=false", check=False)
+box, operator, jobs = own_sandbox(
+    NAME,
+    NS,
+    OTHER,
+    {"GPUTOPO_GPU_ALLOCATION": "dra", "GPUTOPO_UNSCHEDULABLE_TIMEOUT_SECONDS": "60"},
+    nodes=NODES,
+    profile="hgx-h100",
+    gpu_allocation="dra",
+)
 
 
 # -- reading the cluster --------------------------------------------------------------------------------------------
