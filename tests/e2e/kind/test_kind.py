@@ -143,6 +143,34 @@ def test_a_gang_rendezvous_across_nodes_and_succeeds(installed: Kind) -> None:
     assert status.get("restarts", 0) == 0
 
 
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions", []) if c["type"] == kind), None)
+
+
+def test_with_the_device_plugin_the_plan_is_what_the_kubelet_gives(installed: Kind) -> None:
+    """gpuAllocation=devicePlugin plans the device plugin's own choice on the node's free GPUs; the real kubelet
+    asks the (fake) plugin's GetPreferredAllocation and hands those GPUs to the container: two 2-GPU jobs, one
+    after the other, each sees the GPUs its status planned, and GpusAsPlanned turns True from the probes'
+    PodResources reports."""
+    for job in ("pair-a", "pair-b"):
+        manifest = allreduce_job(job, workers=1, seconds=90)
+        manifest["spec"]["gpusPerWorker"] = 2
+        manifest["spec"]["topology"] = {"intraNode": "any"}
+        apply(installed, manifest)
+        met = wait_for(f"{job} to rendezvous", lambda j=job: rendezvoused(installed, j, 1), timeout=300, every=EVERY)
+        status = wait_for(f"{job} to run", lambda j=job: phase(installed, j, "Running"), timeout=120, every=EVERY)
+        assert_ranks_saw_their_gpus(met, status["placement"], 1)
+
+        def reported(j: str = job) -> dict[str, Any] | None:
+            found = condition(status_of(installed, j), "GpusAsPlanned")
+            return found if found and found["status"] != "Unknown" else None
+
+        verdict = wait_for(f"{job}'s GpusAsPlanned", reported, timeout=150, every=EVERY)
+        assert (verdict["status"], verdict["reason"]) == ("True", "Reported"), verdict
+    for job in ("pair-a", "pair-b"):
+        installed.kubectl("delete", "trainingjob", job, "-n", JOBS_NS, "--wait=false")
+
+
 @contextlib.contextmanager
 def link_down_under_rank0(k: Kind, placement: dict[str, Any]) -> Iterator[tuple[str, int, int, float]]:
     """Take down the NVLink between two of rank 0's GPUs (the fake NVML of its node's probe) until the block ends;
