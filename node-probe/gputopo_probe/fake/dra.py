@@ -3,8 +3,11 @@
 The driver (kubernetes-sigs/dra-driver-nvidia-gpu) publishes one slice per node: pool = node name, one
 device per whole GPU named ``gpu-<minor>`` (the ``/dev/nvidia<minor>`` number; a fake GPU's minor is its
 index), with the attributes ``type`` ("gpu"), ``uuid``, ``productName``, ``architecture``, ``driverVersion``
-and the standard ``resource.kubernetes.io/pciBusID``, and its memory as capacity. Here a GPU the probe
-reads as unhealthy is withdrawn from the slice, so kube-scheduler allocates it to nobody new.
+and the standard ``resource.kubernetes.io/pciBusID``, and its memory as capacity. ``driverVersion`` is a
+version attribute, which the API server accepts only as strict semver: the driver passes NVML's version
+through a lenient semver parser, so ``570.158.01`` is published as ``570.158.1`` and ``550.54`` as
+``550.54.0``. Here a GPU the probe reads as unhealthy is withdrawn from the slice, so kube-scheduler allocates
+it to nobody new.
 
 ``resource_slice`` is pure (a topology in, a slice body out); ``FakeDraDriver`` writes it on change.
 """
@@ -19,9 +22,9 @@ from typing import Any, Protocol
 from gputopo.api.group import DRA_DRIVER
 from gputopo.topology.model import Gpu, Topology
 
-__all__ = ["FakeDraDriver", "device_name", "resource_slice", "slice_name"]
+__all__ = ["FakeDraDriver", "device_name", "driver_version", "resource_slice", "slice_name"]
 
-_SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
+_NVML_VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
 
 
 def slice_name(node: str) -> str:
@@ -32,13 +35,22 @@ def device_name(gpu: Gpu) -> str:
     return f"gpu-{gpu.index}"
 
 
-def _device(gpu: Gpu, driver_version: str) -> dict[str, Any]:
+def driver_version(nvml: str) -> str | None:
+    """NVML's driver version as a strict semver string (leading zeros dropped, missing parts 0); None when it
+    is not one to three dot-separated numbers."""
+    if not _NVML_VERSION.match(nvml):
+        return None
+    parts = [str(int(part)) for part in nvml.split(".")]
+    return ".".join([*parts, *["0"] * (3 - len(parts))])
+
+
+def _device(gpu: Gpu, driver_version: str | None) -> dict[str, Any]:
     attributes: dict[str, Any] = {"type": {"string": "gpu"}, "uuid": {"string": gpu.uuid}}
     if gpu.model:
         attributes["productName"] = {"string": gpu.model[:64]}
     if gpu.architecture:
         attributes["architecture"] = {"string": gpu.architecture[:64]}
-    if _SEMVER.match(driver_version):
+    if driver_version is not None:
         attributes["driverVersion"] = {"version": driver_version}
     if gpu.pci_bus_id:
         attributes["resource.kubernetes.io/pciBusID"] = {"string": gpu.pci_bus_id.lower()}
@@ -53,8 +65,8 @@ def resource_slice(node: str, node_uid: str, topology: Topology, generation: int
     meta: dict[str, Any] = {"name": slice_name(node)}
     if node_uid:
         meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid}]
-    driver_version = topology.system.driver_version
-    devices = [_device(g, driver_version) for g in topology.gpus if g.healthy and g.uuid]
+    version = driver_version(topology.system.driver_version)
+    devices = [_device(g, version) for g in topology.gpus if g.healthy and g.uuid]
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",

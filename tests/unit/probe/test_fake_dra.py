@@ -11,7 +11,7 @@ from gputopo.api.nodetopology import GpuHealthState
 from gputopo.control.dra import slice_facts
 from gputopo.topology.catalog import load_node_type
 from gputopo.topology.model import Topology
-from gputopo_probe.fake.dra import FakeDraDriver, resource_slice
+from gputopo_probe.fake.dra import FakeDraDriver, driver_version, resource_slice
 
 
 def with_uuids(topology: Topology) -> Topology:
@@ -49,6 +49,27 @@ def test_one_device_per_gpu_with_the_drivers_attributes() -> None:
     # What the operator reads back: every GPU, by UUID, on this node.
     facts = slice_facts(body)
     assert [(d.node, d.uuid) for d in facts.devices] == [("n1", g.uuid) for g in topology.gpus]
+
+
+VERSIONS = [
+    ("strict-already", "550.54.15", "550.54.15"),
+    ("leading-zero-patch", "570.158.01", "570.158.1"),
+    ("two-parts", "550.54", "550.54.0"),
+    ("one-part", "560", "560.0.0"),
+    ("not-a-version", "unknown", None),
+    ("four-parts", "1.2.3.4", None),
+    ("empty", "", None),
+]
+
+
+@pytest.mark.parametrize(("case", "nvml", "published"), VERSIONS, ids=[c[0] for c in VERSIONS])
+def test_the_driver_version_is_published_as_strict_semver(case: str, nvml: str, published: str | None) -> None:
+    """The API server rejects a whole slice whose version attribute is not strict semver (no leading zeros)."""
+    assert driver_version(nvml) == published
+    topology = with_uuids(load_node_type("hgx-h100"))
+    topology = Topology(topology.gpus, topology.links, topology.nics, replace(topology.system, driver_version=nvml))
+    attributes = resource_slice("n1", "", topology, 1)["spec"]["devices"][0]["attributes"]
+    assert attributes.get("driverVersion") == ({"version": published} if published else None)
 
 
 WITHDRAWN = [
