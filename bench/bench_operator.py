@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
-from kubernetes import watch as k8s_watch
 
 from gputopo.api.group import GPU_RESOURCE, LABEL_JOB
 from gputopo.api.nodetopology import NodeTopologyStatus
@@ -51,6 +50,7 @@ from gputopo.sandbox import Sandbox
 from gputopo.sandbox.harness import training_job
 from gputopo.sandbox.processes import rss_mib
 from gputopo.topology import Topology, estimate_gang, from_status
+from watching import Watcher  # bench/watching.py: scripts here run with bench/ on sys.path
 
 REPORTS = Path(__file__).parent / "reports"
 NS_KUBE = "bench-op-kube"
@@ -144,16 +144,17 @@ class PodClock:
     running_at: dict[str, float] = field(default_factory=dict)
     nodes: dict[str, str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _watcher: Watcher | None = None
 
     def start(self) -> PodClock:
-        self._thread = threading.Thread(target=self._run, name="pod-clock", daemon=True)
-        self._thread.start()
+        call = self.core.list_namespaced_pod
+        kwargs = {"label_selector": self.selector}
+        self._watcher = Watcher(call, (self.namespace,), kwargs, self._observe, name="pod-clock").start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
+        if self._watcher is not None:
+            self._watcher.stop()
 
     def running(self) -> int:
         with self._lock:
@@ -172,47 +173,6 @@ class PodClock:
                 if meta.name not in self.running_at:
                     self.running_at[meta.name] = now
                     self.nodes[meta.name] = spec.node_name
-
-    def _run(self) -> None:
-        version: str | None = None
-        while not self._stop.is_set():
-            try:
-                if version is None:
-                    listed = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector)
-                    now = time.monotonic()
-                    for pod in listed.items:
-                        self._observe(pod, now)
-                    version = listed.metadata.resource_version
-                stream = k8s_watch.Watch().stream(  # type: ignore[no-untyped-call]
-                    self.core.list_namespaced_pod,
-                    self.namespace,
-                    label_selector=self.selector,
-                    resource_version=version,
-                    allow_watch_bookmarks=True,
-                    timeout_seconds=5,
-                )
-                for event in stream:
-                    kind, obj = event["type"], event["object"]
-                    if kind == "ERROR":
-                        version = None
-                        break
-                    if isinstance(obj, dict):  # a bookmark the client did not turn into a V1Pod
-                        version = (obj.get("metadata") or {}).get("resourceVersion") or version
-                        continue
-                    version = obj.metadata.resource_version
-                    if kind in ("ADDED", "MODIFIED"):
-                        self._observe(obj, time.monotonic())
-                    if self._stop.is_set():
-                        return
-            except k8s.ApiException as error:
-                if error.status == 410:
-                    version = None
-                time.sleep(0.2)
-            except Exception as error:  # a dropped connection: carry on from the last version seen
-                if self._stop.is_set():
-                    return
-                _log(f"pod watch: {error!r}; reconnecting")
-                time.sleep(0.2)
 
 
 def _placed_reason(job: dict[str, Any]) -> str:
@@ -449,8 +409,11 @@ def wait_control_loop(log_file: Path, offset: int, timeout: float = 180.0) -> fl
     raise TimeoutError(f"the operator's control loop did not start within {timeout:.0f} s; see {log_file}")
 
 
-def start_operator(box: Sandbox, namespace: str, identity: str) -> tuple[int, float, Path, int]:
-    """The operator over all namespaces, as the chart runs it; (pid, seconds to its loop, log, log offset)."""
+def start_operator(
+    box: Sandbox, namespace: str, identity: str, settings: Mapping[str, str] | None = None
+) -> tuple[int, float, Path, int]:
+    """The operator over all namespaces, as the chart runs it; (pid, seconds to its loop, log, log offset).
+    ``settings``: more ``GPUTOPO_*`` variables (a metrics port, say)."""
     log_file = box.log_dir / "operator.log"
     offset = log_file.stat().st_size if log_file.exists() else 0
     box.start_operator(
@@ -460,6 +423,7 @@ def start_operator(box: Sandbox, namespace: str, identity: str) -> tuple[int, fl
             "GPUTOPO_METRICS_PORT": "0",
             "GPUTOPO_LIVENESS_PORT": "0",
             "GPUTOPO_LOG_FORMAT": "plain",
+            **(settings or {}),
         }
     )
     pid = int((box.dir / "pids" / "operator.pid").read_text().strip())
