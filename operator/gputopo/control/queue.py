@@ -4,6 +4,11 @@ One pass over the queue places what fits against one snapshot, reserving each pl
 the next job, so two plans of one pass never share a GPU. A job that does not fit does not stop smaller
 ones behind it (backfill), except that once the head of the queue has waited ``starvation_seconds``
 only jobs of at least its priority may go ahead of it.
+
+A pass may stop after ``limit`` placements: the jobs after that are left for the next pass, which then
+starts at once. The plans made so far go out to the API server while the rest are still being planned,
+instead of every job of a long queue waiting for the whole queue to be planned. Which job gets what does
+not change: the next pass sees the same queue, in the same order, with these placements reserved.
 """
 
 from __future__ import annotations
@@ -56,11 +61,18 @@ def drain(
     now: datetime,
     starvation_seconds: float,
     clock: Callable[[], float] | None = None,
+    limit: int | None = None,
 ) -> tuple[list[Outcome], Snapshot]:
-    """Try every queued job in order; the snapshot returned has every placement of the pass reserved."""
+    """Try the queued jobs in order; the snapshot returned has every placement of the pass reserved.
+
+    With ``limit``, stop once that many jobs are placed: the jobs not tried get no outcome (the caller
+    counts them as still queued and runs another pass)."""
     outcomes: list[Outcome] = []
     head: QueuedJob | None = None
+    placed = 0
     for queued in order(jobs):
+        if limit is not None and placed >= limit:
+            break
         if head is not None:
             starving = (now - head.queued_since).total_seconds() >= starvation_seconds
             if starving and queued.priority < head.priority:
@@ -80,6 +92,7 @@ def drain(
         spent = (clock() - start) if clock else 0.0
         if isinstance(result, Placement):
             snapshot = snapshot.reserve(result)
+            placed += 1
         elif head is None:
             head = queued
         outcomes.append(Outcome(queued, result, spent))

@@ -74,10 +74,13 @@ def run_pass(
     clock: Callable[[], float] | None = None,
     restarts_first: bool = False,
     refused: Mapping[JobKey, str] | None = None,
+    placements_per_pass: int | None = None,
 ) -> Pass:
     """With ``restarts_first``, a pass that restarts a gang places nothing: it records the restarts at once
     and asks to run again right away (``wake_at`` now), when the waiting jobs are placed. ``refused`` holds
-    the API server's answers to jobs whose pods it refused to create (their jobs turn Invalid)."""
+    the API server's answers to jobs whose pods it refused to create (their jobs turn Invalid). With
+    ``placements_per_pass``, the queue stops after that many placements and the pass asks to run again at
+    once for the rest (see ``queue.drain``)."""
     out = Pass()
     steps: dict[JobKey, JobStep] = {}
     queued: list[QueuedJob] = []
@@ -114,8 +117,12 @@ def run_pass(
     elif queued:
         plans = [*ledger, *planned_from_status((k, s.status) for k, s in steps.items())]
         snapshot = build_snapshot(view, plans, config.tiers, quarantine, now)
-        outcomes, _ = drain(snapshot, queued, place, now, starvation_seconds, clock)
+        outcomes, _ = drain(snapshot, queued, place, now, starvation_seconds, clock, placements_per_pass)
         out.outcomes = outcomes
+        deferred = len(queued) - len(outcomes)
+        if deferred:
+            out.queue_length += deferred
+            out.wake_at = now
         for outcome in outcomes:
             key = outcome.queued.key
             if not isinstance(outcome.result, Placement):

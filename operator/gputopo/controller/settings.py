@@ -82,6 +82,12 @@ class OperatorSettings(BaseSettings):
         default=0.02, ge=0, description="Events arriving this close together are handled in one pass."
     )
     api_concurrency: int = Field(default=32, ge=1, le=256, description="API requests in flight at once.")
+    placements_per_pass: int = Field(
+        default=16,
+        ge=1,
+        description="Jobs one control pass places before it applies them; the rest of the queue is placed by "
+        "the next pass, right after (a long queue's first gangs start while the rest are planned).",
+    )
     list_chunk_size: int = Field(
         default=100,
         ge=1,

@@ -43,6 +43,26 @@ def test_one_pass_reserves_each_placement_before_the_next() -> None:
     assert snapshot.used_gpus == 8
 
 
+LIMITED = [
+    # (case, jobs as (name, gpus), limit, names placed, names tried)
+    ("stops-after-the-limit", [("a", 2), ("b", 2), ("c", 2)], 2, ["a", "b"], ["a", "b"]),
+    ("refusals-do-not-count", [("big", 16), ("a", 2), ("b", 2)], 2, ["a", "b"], ["big", "a", "b"]),
+    ("no-limit-tries-all", [("a", 2), ("b", 2), ("c", 2)], None, ["a", "b", "c"], ["a", "b", "c"]),
+]
+
+
+@pytest.mark.parametrize(("case", "jobs", "limit", "placed", "tried"), LIMITED, ids=[c[0] for c in LIMITED])
+def test_a_pass_stops_after_its_placement_limit(
+    case: str, jobs: list[tuple[str, int]], limit: int | None, placed: list[str], tried: list[str]
+) -> None:
+    """The jobs after the limit get no outcome: they stay queued, in order, for the next pass."""
+    queue = [queued(name, gpus, since=i) for i, (name, gpus) in enumerate(jobs)]
+    outcomes, snapshot = drain(one_node(), queue, place, T0, 300, limit=limit)
+    assert [o.queued.name for o in outcomes] == tried
+    assert [o.queued.name for o in outcomes if isinstance(o.result, Placement)] == placed
+    assert snapshot.used_gpus == 2 * len(placed)
+
+
 def test_a_flapping_link_stays_quarantined_after_it_reads_up() -> None:
     healthy = load_node_type("hgx-h100")
     down = healthy.with_link_state(0, 1, LinkState.DOWN)

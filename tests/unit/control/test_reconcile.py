@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from control_builders import T0, at, cluster, foreign_pod, job, pod
@@ -91,6 +93,23 @@ def test_two_jobs_in_one_pass_never_share_a_gpu() -> None:
         for g in w.gpus
     ]
     assert len(taken) == 8 and len(set(taken)) == 8
+
+
+def test_a_pass_past_its_placement_limit_runs_again_at_once_and_places_the_rest() -> None:
+    jobs = [job(f"j{i}", gpus=2, created=i) for i in range(3)]
+    view = cluster().node("n1").view()
+    first = run_pass({j.key: j for j in jobs}, {}, view, [], {}, CONFIG, at(10), place, placements_per_pass=2)
+    assert [r.job[1] for r in first.reservations] == ["j0", "j1"]
+    assert first.wake_at == at(10) and first.queue_length == 1
+    waiting = actions_of(first, "j2").status
+    assert waiting is None or not any(c.type == "Placed" for c in waiting.conditions)  # not refused: deferred
+    second = run_pass(
+        {j.key: j for j in jobs[2:]}, {}, view, first.reservations, {}, CONFIG, at(10), place, placements_per_pass=2
+    )
+    assert [r.job[1] for r in second.reservations] == ["j2"]
+    taken = [set(g) for plan in (*first.reservations, *second.reservations) for _, g in plan.workers]
+    assert sum(len(g) for g in taken) == len(set().union(*taken)) == 6  # no GPU planned twice
+    assert second.wake_at is None
 
 
 def test_gpus_held_by_foreign_pods_and_the_ledger_count_as_used() -> None:
@@ -235,6 +254,39 @@ def test_nic_down_with_tolerate_and_enough_bandwidth_shows_the_degraded_estimate
     assert degraded.status == "True" and degraded.reason == "NicDown"
     assert actions.status.placement is not None
     assert actions.status.placement.estimated_bus_bandwidth_g_bps < 400.0
+
+
+def _recovering() -> tuple[JobFacts, list[PodFacts], ClusterView]:
+    """A gang marked Degraded whose NIC works again: the step puts the estimate back (in place)."""
+    j, placement = _rail_job(min_busbw=100)
+    degraded = j.status.model_copy(deep=True)
+    degraded.conditions = [Condition(type="Degraded", status="True", reason="NicDown", last_transition_time=T0)]
+    degraded.placement = placement.model_copy(update={"estimated_bus_bandwidth_g_bps": 12.0})
+    j = replace(j, status=degraded)
+    return j, gang(j, placement), cluster().node("n1").node("n2").view()
+
+
+def _tolerating() -> tuple[JobFacts, list[PodFacts], ClusterView]:
+    j, placement = _rail_job(min_busbw=100)
+    return j, gang(j, placement), cluster().node("n1").node("n2").nic("n1", "mlx5_3", NicState.DOWN).view()
+
+
+def _new() -> tuple[JobFacts, list[PodFacts], ClusterView]:
+    return job("llm", gpus=2), [], cluster().node("n1").view()
+
+
+UNTOUCHED = [("recovered-estimate", _recovering), ("tolerated-estimate", _tolerating), ("placed", _new)]
+
+
+@pytest.mark.parametrize(("case", "make"), UNTOUCHED, ids=[c[0] for c in UNTOUCHED])
+def test_a_pass_never_changes_the_status_it_read(case: str, make: Any) -> None:
+    """Each step works on its own copy of the status: the job's facts (what the index holds) stay as read,
+    also where a step changes the placement's estimate in place."""
+    j, pods, view = make()
+    before = j.status.model_copy(deep=True)
+    actions = actions_of(run([j], view, pods), j.name)
+    assert actions.status is not None and actions.status != before
+    assert j.status == before
 
 
 def test_nic_down_with_tolerate_below_the_minimum_re_places() -> None:
