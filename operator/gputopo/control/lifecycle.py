@@ -87,7 +87,7 @@ class _Step:
         self.view = view
         self.config = config
         # A step the queue settles goes on from the JobStep the pass produced for the job.
-        self.out = out if out is not None else JobStep(JobActions(job.key, job.uid), job.status.model_copy(deep=True))
+        self.out = out if out is not None else JobStep(JobActions(job.key, job.uid), _working_copy(job.status))
         self.status = self.out.status
         self.ours: list[PodFacts] = []
         self.claims: list[ClaimFacts] = []  # the job's ResourceClaims (DRA mode)
@@ -133,6 +133,20 @@ class _Step:
     def clear_placement(self) -> None:
         generation = self.status.placement.generation if self.status.placement else 0
         self.status.placement = Placement(generation=generation)
+
+
+def _working_copy(status: TrainingJobStatus) -> TrainingJobStatus:
+    """A copy of the status that a step may change without touching the job's facts.
+
+    Steps assign the status's fields, replace its list of conditions (``set_condition`` builds a new one) and
+    its placement's workers, and change only the placement's estimate in place: so the status and its placement
+    are copied and the rest is shared. A deep copy of every job's status in every pass was most of a pass's
+    time outside the planner."""
+    working = status.model_copy()
+    working.conditions = list(status.conditions)
+    if status.placement is not None:
+        working.placement = status.placement.model_copy()
+    return working
 
 
 def _placed(status: TrainingJobStatus) -> Placement | None:
