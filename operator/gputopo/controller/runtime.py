@@ -38,6 +38,9 @@ logger = logging.getLogger("gputopo.controller")
 # (422 Invalid: validation; 400 BadRequest: a field of the wrong type). 403 is not one: quota exceeded or a
 # service account not created yet pass, so it backs off and retries like any other failure.
 REFUSED = frozenset({400, 422})
+# Jobs applied at once: the API concurrency divided by this (a gang's pods go out together within its job).
+JOB_CONCURRENCY_SHARE = 4
+EVENTS_DRAIN_SECONDS = 5.0  # how long a stopping loop lets the Events still being posted finish
 
 
 def retry_delay(failures: int) -> float:
@@ -69,6 +72,8 @@ class Runtime:
     # Consecutive failed applies per job, for the retry backoff.
     failures: dict[JobKey, int] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    # Events being posted: they follow a pass's writes without holding up its gangs or the next pass.
+    events_in_flight: set[asyncio.Task[None]] = field(default_factory=set)
     passes: int = 0
     last_pass: datetime | None = None
 
@@ -101,6 +106,8 @@ class Runtime:
             except Exception:  # one bad pass must not stop the loop; the next one starts afresh
                 logger.exception("control pass failed")
                 wake_at = None
+        if self.events_in_flight:
+            await asyncio.wait(self.events_in_flight, timeout=EVENTS_DRAIN_SECONDS)
 
     async def run_once(self, world: World, now: datetime | None = None) -> datetime | None:
         started = time.perf_counter()
@@ -129,6 +136,7 @@ class Runtime:
             time.perf_counter,
             restarts_first=True,
             refused={key: message for key, (_, message) in self.refused.items()},
+            placements_per_pass=self.settings.placements_per_pass,
         )
         self.ledger.prune(result.visible)
         hold = timedelta(seconds=2 * self.settings.unschedulable_timeout_seconds)
@@ -147,8 +155,36 @@ class Runtime:
     # -- applying a pass --------------------------------------------------------------------------------------
 
     async def apply(self, result: Pass, jobs: Mapping[JobKey, JobFacts]) -> None:
+        """Each job's writes in order (status, then Service and claims, pods, gates), at most
+        ``JOB_CONCURRENCY_SHARE`` of the API concurrency's worth of jobs at once, new gangs first in queue order.
+
+        Sharing the API concurrency among every job of the pass at once would finish them all together at the
+        end of the pass; a bounded number of jobs at a time lets each gang go to kube-scheduler as soon as its
+        own writes are done, at the same total throughput."""
         plans = {plan.job: plan for plan in result.reservations}
-        await asyncio.gather(*(self._apply_job(a, jobs[a.job], plans.get(a.job)) for a in result.actions))
+        rank = {plan.job: i for i, plan in enumerate(result.reservations)}
+        ordered = sorted(result.actions, key=lambda a: rank.get(a.job, len(rank)))
+        gate = asyncio.Semaphore(max(1, self.settings.api_concurrency // JOB_CONCURRENCY_SHARE))
+
+        async def one(actions: JobActions) -> None:
+            async with gate:
+                await self._apply_job(actions, jobs[actions.job], plans.get(actions.job))
+            if actions.events:
+                task = asyncio.create_task(self._post_events(actions))
+                self.events_in_flight.add(task)
+                task.add_done_callback(self.events_in_flight.discard)
+
+        await asyncio.gather(*(one(a) for a in ordered))
+
+    async def _post_events(self, actions: JobActions) -> None:
+        namespace, name = actions.job
+        outcomes = await asyncio.gather(
+            *(self.client.event(namespace, name, actions.uid, n.type, n.reason, n.message) for n in actions.events),
+            return_exceptions=True,
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                logger.debug("event on %s/%s not recorded: %s", namespace, name, outcome)
 
     async def _apply_job(self, actions: JobActions, job: JobFacts, plan: PlannedGang | None) -> None:
         namespace, name = actions.job
@@ -196,10 +232,3 @@ class Runtime:
             asyncio.get_running_loop().call_later(delay, self.poke)  # retry, backing off
         else:
             self.failures.pop(actions.job, None)
-        outcomes = await asyncio.gather(
-            *(client.event(namespace, name, actions.uid, n.type, n.reason, n.message) for n in actions.events),
-            return_exceptions=True,
-        )
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                logger.debug("event on %s/%s not recorded: %s", namespace, name, outcome)
