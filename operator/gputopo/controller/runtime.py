@@ -204,12 +204,16 @@ class Runtime:
                 *(client.delete_pod(namespace, d.name, d.grace_seconds) for d in actions.deletions),
                 *(client.delete_claim(namespace, claim) for claim in actions.claim_deletions),
             )
-            try:
-                if actions.pods and actions.service is not None:
-                    await client.create_service(actions.service)
+
+            async def claims_then_pods() -> None:
                 # A pod names its claim: create the claims first (raises unless all exist).
                 await asyncio.gather(*(client.create_claim(body) for body in actions.claims))
                 await asyncio.gather(*(client.create_pod(body) for body in actions.pods))  # raises unless all exist
+
+            try:
+                # The Service only gives rank 0 a name; nothing waits for it, so it goes out with the pods.
+                service = client.create_service(actions.service) if actions.pods and actions.service else None
+                await asyncio.gather(claims_then_pods(), *((service,) if service is not None else ()))
             except ApiError as exc:
                 if exc.status not in REFUSED:
                     raise

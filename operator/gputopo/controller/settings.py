@@ -83,7 +83,7 @@ class OperatorSettings(BaseSettings):
     )
     api_concurrency: int = Field(default=32, ge=1, le=256, description="API requests in flight at once.")
     placements_per_pass: int = Field(
-        default=16,
+        default=64,
         ge=1,
         description="Jobs one control pass places before it applies them; the rest of the queue is placed by "
         "the next pass, right after (a long queue's first gangs start while the rest are planned).",
