@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from gputopo.control.actions import JobActions
+from gputopo.control.actions import EventNote, JobActions
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.ledger import Ledger, PlannedGang
 from gputopo.control.lifecycle import Config
@@ -40,6 +40,7 @@ logger = logging.getLogger("gputopo.controller")
 REFUSED = frozenset({400, 422})
 # Jobs applied at once: the API concurrency divided by this (a gang's pods go out together within its job).
 JOB_CONCURRENCY_SHARE = 4
+EVENT_CONCURRENCY = 4  # Events posted at once (of the API concurrency)
 EVENTS_DRAIN_SECONDS = 5.0  # how long a stopping loop lets the Events still being posted finish
 
 
@@ -74,6 +75,8 @@ class Runtime:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     # Events being posted: they follow a pass's writes without holding up its gangs or the next pass.
     events_in_flight: set[asyncio.Task[None]] = field(default_factory=set)
+    # Events take at most these of the API concurrency, so a pass's Events never queue ahead of gangs' writes.
+    event_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(EVENT_CONCURRENCY))
     passes: int = 0
     last_pass: datetime | None = None
 
@@ -178,10 +181,12 @@ class Runtime:
 
     async def _post_events(self, actions: JobActions) -> None:
         namespace, name = actions.job
-        outcomes = await asyncio.gather(
-            *(self.client.event(namespace, name, actions.uid, n.type, n.reason, n.message) for n in actions.events),
-            return_exceptions=True,
-        )
+
+        async def post(note: EventNote) -> None:
+            async with self.event_slots:
+                await self.client.event(namespace, name, actions.uid, note.type, note.reason, note.message)
+
+        outcomes = await asyncio.gather(*(post(n) for n in actions.events), return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 logger.debug("event on %s/%s not recorded: %s", namespace, name, outcome)
