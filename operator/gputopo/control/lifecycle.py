@@ -636,6 +636,9 @@ def settle(
     out.actions.event("Normal", "Placed", f"generation {placement.generation}: {message}")
     if not out.old_pods_left:
         _create_gang(s, spec, placement, placement.workers)
+        # The client lifts the gates only once every pod of the gang is created: the gang goes to kube-scheduler
+        # in the same pass, not a pass later, when the watch has shown its pods.
+        out.actions.ungate_once_created = [pod_name(job.name, w.rank) for w in placement.workers]
     return PlannedGang(job.key, placement.generation, tuple((w.node, tuple(w.gpus)) for w in placement.workers), now)
 
 

@@ -78,9 +78,23 @@ def test_a_new_job_is_placed_and_its_gated_pods_are_created() -> None:
     assert view.topologies["n1"].topology.link(*worker.gpus).kind.value == "NVLink"
     assert [p["metadata"]["name"] for p in actions.pods] == ["llm-0"]
     assert actions.pods[0]["spec"]["schedulingGates"] == [{"name": GANG_GATE}]
+    # Created gated; the client lifts the gate in the same pass once the whole gang exists.
+    assert actions.ungate == [] and actions.ungate_once_created == ["llm-0"]
     assert actions.service is not None and actions.service["spec"]["clusterIP"] == "None"
     assert [r.job for r in result.reservations] == [("default", "llm")]
     assert any(e.reason == "Placed" for e in actions.events)
+
+
+def test_a_new_gang_waiting_for_its_old_pods_is_not_ungated() -> None:
+    """A re-placed gang whose previous pods still terminate creates nothing yet, so it lifts no gate."""
+    placement = placed([("n1", [0, 1])])
+    status = TrainingJobStatus(phase=JobPhase.RESCHEDULING, restarts=1, last_restart_time=at(0), placement=placement)
+    j = job("llm", gpus=2, status=status)
+    status.placement = Placement(generation=1)  # cleared by the restart; the old pod terminates
+    old = pod(j, 0, node="n1", gpus=(0, 1), generation=1, phase="Running", deleting=True)
+    actions = actions_of(run([j], cluster().node("n1").node("n2").view(), [old], now=100), "llm")
+    assert actions.status is not None and actions.status.placement is not None
+    assert actions.pods == [] and actions.ungate_once_created == []
 
 
 def test_two_jobs_in_one_pass_never_share_a_gpu() -> None:
