@@ -673,12 +673,41 @@ def markdown(report: dict[str, Any]) -> str:
         waits = "; ".join(f"{k}: {v}" for k, v in r.get("not_running", {}).items())
         extra += f"; not Running: {waits}" if waits else ""
         lines.append(f"- {s}: settled after {r['settled_after_s']:.1f} s ({r['settled_because']}){extra}.")
+    lines += remaining(report)
     before = report.get("before")
     if before:
         lines += ["", *compare(before, report), ""]
     if report.get("plot"):
         lines += ["", f"![jobs Running over time; stage means]({report['plot']})"]
     return "\n".join(lines) + "\n"
+
+
+def remaining(report: dict[str, Any]) -> list[str]:
+    """Where gputopo's time goes beyond kube-scheduler alone's, from this run's figures."""
+    res, jobs = report["results"], report["config"]["jobs"]
+    kube = res.get("kube-scheduler")
+    if kube is None:
+        return []
+    lines = ["", "What the gap to kube-scheduler alone is made of, per side (means per job Running):", ""]
+    for side in ("devicePlugin", "dra"):
+        r = res.get(side)
+        if r is None:
+            return lines
+        st = r["stages"]
+        mean = statistics.fmean(j["seconds"] for j in r["jobs"].values() if j["running"])
+        kube_mean = statistics.fmean(j["seconds"] for j in kube["jobs"].values() if j["running"])
+        planner = st["planning"]["per_decision_mean_s"] if "planning" in st else 0.0
+        decisions = st["planning"]["decisions"] if "planning" in st else 0.0
+        later = sum((st.get(k) or {}).get("mean") or 0.0 for k in ("writes", "ungating", "binding", "start"))
+        lines.append(
+            f"- {side}: {mean:.1f} s against {kube_mean:.1f} s. Queue wait {_f(st['queue']['mean'])} s: the jobs ahead "
+            f"being planned one after another ({decisions:.0f} planner calls of {planner * 1000:.1f} ms, "
+            f"{decisions * planner:.1f} s in all) and written, {_f(st['passes']['count'], '.0f')} control passes "
+            f"taking {_f(st['passes']['total_s'])} s with their writes; plan to Running {later:.2f} s. The API server "
+            f"took {r['api_writes_total']} writes against {kube['api_writes_total']} for kube-scheduler alone "
+            f"({(r['api_writes_total'] - kube['api_writes_total']) / jobs:.1f} more per job)."
+        )
+    return lines
 
 
 def compare(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
