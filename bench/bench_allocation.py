@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import statistics
 import sys
@@ -76,8 +75,10 @@ from bench_operator import (
     log_problems,
     make_trace,
     read_cluster,
+    report_head,
     settle,
     start_operator,
+    trace_config,
     training_jobs,
     wait_no_pods,
     wait_reported,
@@ -798,16 +799,12 @@ def main() -> int:
     started = time.monotonic()
     results = run(args, trace)
     report: dict[str, Any] = {
-        "command": "python bench/bench_allocation.py " + " ".join(sys.argv[1:]),
-        "machine": f"{os.cpu_count()} CPUs (shared), Python {sys.version.split()[0]}",
+        **report_head(["bench/bench_allocation.py", *sys.argv[1:]]),
         "config": {
             "jobs": args.jobs,
             "seed": args.seed,
             "nodes": args.nodes,
-            "trace_sizes": {
-                f"{w}x{g}": n for (w, g), n in sorted(Counter((j.workers, j.gpus_per_worker) for j in trace).items())
-            },
-            "demand_gpus": sum(j.gpus for j in trace),
+            **trace_config(trace),
             "quiet_s": args.quiet,
             "deadline_s": args.deadline,
             "goal_ratio_p50": GOAL_RATIO,

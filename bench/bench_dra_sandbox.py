@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from typing import Any
 
-from bench_operator import REPORTS
+from bench_operator import REPORTS, report_head
 from gputopo.api.labels import LABEL_GPU_COUNT
 from gputopo.sandbox import Sandbox
 
@@ -97,8 +96,7 @@ def main() -> int:
     parser.add_argument("--deadline", type=float, default=240.0, help="longest wait from the start of up (s)")
     args = parser.parse_args()
     report = {
-        "command": "python bench/bench_dra_sandbox.py " + " ".join(sys.argv[1:]),
-        "machine": f"{os.cpu_count()} CPUs (shared), Python {sys.version.split()[0]}",
+        **report_head(["bench/bench_dra_sandbox.py", *sys.argv[1:]]),
         "deadline_s": args.deadline,
         "result": measure(args),
     }

@@ -836,6 +836,23 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def report_head(argv: Sequence[str]) -> dict[str, str]:
+    """The command that made a report and the machine it ran on, as every report opens."""
+    return {
+        "command": "python " + " ".join(argv),
+        "machine": f"{os.cpu_count()} CPUs (shared), Python {sys.version.split()[0]}",
+    }
+
+
+def trace_config(trace: Sequence[Job]) -> dict[str, Any]:
+    """How many jobs of each size the trace has, and the GPUs they ask for."""
+    sizes = Counter((j.workers, j.gpus_per_worker) for j in trace)
+    return {
+        "trace_sizes": {f"{w}x{g}": n for (w, g), n in sorted(sizes.items())},
+        "demand_gpus": sum(j.gpus for j in trace),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sandbox", default="bench-operator")
@@ -859,15 +876,11 @@ def main() -> int:
     started = time.monotonic()
     speed = part_speed(args, trace)
     report: dict[str, Any] = {
-        "command": "python bench/bench_operator.py " + " ".join(sys.argv[1:]),
-        "machine": f"{os.cpu_count()} CPUs (shared), Python {sys.version.split()[0]}",
+        **report_head(["bench/bench_operator.py", *sys.argv[1:]]),
         "config": {
             "jobs": args.jobs,
             "seed": args.seed,
-            "trace_sizes": {
-                f"{w}x{g}": n for (w, g), n in sorted(Counter((j.workers, j.gpus_per_worker) for j in trace).items())
-            },
-            "demand_gpus": sum(j.gpus for j in trace),
+            **trace_config(trace),
             "quiet_s": args.quiet,
             "deadline_s": args.deadline,
             "idle_s": args.idle,
