@@ -92,11 +92,11 @@ class _Step:
         self.ours: list[PodFacts] = []
         self.claims: list[ClaimFacts] = []  # the job's ResourceClaims (DRA mode)
 
-    def condition(self, type_: str, status: bool, reason: str, message: str = "") -> bool:
-        """Set a condition; True when it changed (status, reason or message)."""
+    def condition(self, type_: str, status: bool | None, reason: str, message: str = "") -> bool:
+        """Set a condition (``None``: Unknown); True when it changed (status, reason or message)."""
         new = Condition(
             type=type_,
-            status="True" if status else "False",
+            status="Unknown" if status is None else "True" if status else "False",
             reason=reason,
             message=message[:1024],
             observed_generation=self.job.generation,
@@ -622,16 +622,8 @@ def settle(
         f"bottleneck {placement.bottleneck}"
     )
     s.condition("Placed", True, "Placed", message)
-    s.status.conditions = set_condition(
-        s.status.conditions,
-        Condition(
-            type=GPUS_AS_PLANNED,
-            status="Unknown",
-            reason="AwaitingReport",
-            message=f"generation {placement.generation} is not yet reported by the probes",
-            observed_generation=job.generation,
-        ),
-        now,
+    s.condition(
+        GPUS_AS_PLANNED, None, "AwaitingReport", f"generation {placement.generation} is not yet reported by the probes"
     )
     out.actions.event("Normal", "Placed", f"generation {placement.generation}: {message}")
     if not out.old_pods_left:
