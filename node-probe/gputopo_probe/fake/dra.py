@@ -103,13 +103,13 @@ class FakeDraDriver:
         self._written = 0.0
 
     def publish(self, node: str, node_uid: str, topology: Topology) -> None:
-        changed = resource_slice(node, node_uid, topology, self.generation + 1)
+        generation = self.generation + 1
+        body = resource_slice(node, node_uid, topology, generation)
         now = self.clock()
-        if changed["spec"]["devices"] != self._devices:
-            self.writer.apply_resource_slice(changed)
-            self._devices = changed["spec"]["devices"]
-            self.generation += 1
-            self._written = now
-        elif self.reassert_s is not None and now - self._written >= self.reassert_s:
-            self.writer.apply_resource_slice(resource_slice(node, node_uid, topology, self.generation))
-            self._written = now
+        if body["spec"]["devices"] == self._devices:
+            if self.reassert_s is None or now - self._written < self.reassert_s:
+                return
+            generation = body["spec"]["pool"]["generation"] = self.generation  # the same devices, generation
+        self.writer.apply_resource_slice(body)
+        self._devices = body["spec"]["devices"]
+        self.generation, self._written = generation, now
