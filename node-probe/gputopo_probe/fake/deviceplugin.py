@@ -28,7 +28,7 @@ from gputopo.topology.device_plugin import preferred_allocation
 from gputopo.topology.model import Topology
 from gputopo_probe.deviceplugin import deviceplugin_pb2 as pb
 
-__all__ = ["DEFAULT_PLUGIN_DIR", "ENV_INDICES", "ENV_UUIDS", "FakeDevicePlugin"]
+__all__ = ["DEFAULT_PLUGIN_DIR", "ENV_INDICES", "ENV_UUIDS", "FakeDevicePlugin", "unary"]
 
 log = logging.getLogger(__name__)
 
@@ -194,11 +194,6 @@ class FakeDevicePlugin:
         return out
 
     def _handlers(self) -> grpc.GenericRpcHandler:
-        def unary(fn: Callable[[Any, grpc.ServicerContext], Any], request: Any, response: Any) -> grpc.RpcMethodHandler:
-            return grpc.unary_unary_rpc_method_handler(
-                fn, request_deserializer=request.FromString, response_serializer=response.SerializeToString
-            )
-
         return grpc.method_handlers_generic_handler(
             "v1beta1.DevicePlugin",
             {
@@ -223,3 +218,10 @@ class FakeDevicePlugin:
                 ),
             },
         )
+
+
+def unary(fn: Callable[[Any, grpc.ServicerContext], Any], request: Any, response: Any) -> grpc.RpcMethodHandler:
+    """A unary gRPC method served by ``fn``, its messages (de)serialised by the protobuf classes given."""
+    return grpc.unary_unary_rpc_method_handler(
+        fn, request_deserializer=request.FromString, response_serializer=response.SerializeToString
+    )

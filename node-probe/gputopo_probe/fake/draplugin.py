@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent import futures
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -33,6 +33,7 @@ from gputopo_probe.draplugin import dra_pb2 as dra
 from gputopo_probe.draplugin import pluginregistration_pb2 as reg
 from gputopo_probe.errors import ProbeError
 from gputopo_probe.fake.cdi import DEFAULT_CDI_DIR, claim_device_id, remove_spec, write_spec
+from gputopo_probe.fake.deviceplugin import unary
 from gputopo_probe.fake.dra import device_name
 
 __all__ = [
@@ -219,10 +220,10 @@ class FakeDraPlugin:
         return grpc.method_handlers_generic_handler(
             _DRA_SERVICE,
             {
-                "NodePrepareResources": _unary(
+                "NodePrepareResources": unary(
                     self.prepare, dra.NodePrepareResourcesRequest, dra.NodePrepareResourcesResponse
                 ),
-                "NodeUnprepareResources": _unary(
+                "NodeUnprepareResources": unary(
                     self.unprepare, dra.NodeUnprepareResourcesRequest, dra.NodeUnprepareResourcesResponse
                 ),
             },
@@ -232,13 +233,7 @@ class FakeDraPlugin:
         return grpc.method_handlers_generic_handler(
             _REGISTRATION_SERVICE,
             {
-                "GetInfo": _unary(self.info, reg.InfoRequest, reg.PluginInfo),
-                "NotifyRegistrationStatus": _unary(self.notify, reg.RegistrationStatus, reg.RegistrationStatusResponse),
+                "GetInfo": unary(self.info, reg.InfoRequest, reg.PluginInfo),
+                "NotifyRegistrationStatus": unary(self.notify, reg.RegistrationStatus, reg.RegistrationStatusResponse),
             },
         )
-
-
-def _unary(fn: Callable[[Any, grpc.ServicerContext], Any], request: Any, response: Any) -> grpc.RpcMethodHandler:
-    return grpc.unary_unary_rpc_method_handler(
-        fn, request_deserializer=request.FromString, response_serializer=response.SerializeToString
-    )
