@@ -112,11 +112,6 @@ def build_member(
 def run_farm(args: argparse.Namespace) -> int:
     from gputopo_probe.service import serve
 
-    if args.fake_allocation not in ("plan", "device-plugin"):
-        raise ProbeError(
-            f"--fake-allocation {args.fake_allocation} needs a real kubelet; a farm's nodes have none: use plan or "
-            "device-plugin (and --dra for ResourceSlices)"
-        )
     specs = read_nodes_file(args.nodes_file)
     kube = Kube(load_api_client(args.kubeconfig))
     faults = FaultStore(args.fault_dir) if args.fault_dir else None

@@ -46,6 +46,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--fault-dir", default=None, help="fault files of fake nodes (gputopo sandbox fault)")
     p.add_argument("--listen", default="0.0.0.0:8080", help="HOST:PORT for /healthz /readyz /metrics; 0 or off")
+    p.add_argument("--heartbeat", type=float, default=60.0, help="seconds between unchanged status writes")
+    p.add_argument("-v", "--verbose", action="store_true")
+
+
+def _kubelet_fakes(p: argparse.ArgumentParser) -> None:
+    """One fake node's probe: who hands out its GPUs, and where the real kubelet's plugin sockets are."""
     p.add_argument(
         "--fake-allocation",
         choices=["plan", "device-plugin", "kubelet", "dra"],
@@ -70,8 +76,6 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="the kubelet's plugin registration directory (--fake-allocation dra)",
     )
     p.add_argument("--cdi-dir", default="/var/run/cdi", help="where CDI specs go (--fake-allocation dra)")
-    p.add_argument("--heartbeat", type=float, default=60.0, help="seconds between unchanged status writes")
-    p.add_argument("-v", "--verbose", action="store_true")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sysfs-root", default="/sys")
     p.add_argument("--pod-resources-socket", default="/var/lib/kubelet/pod-resources/kubelet.sock")
     _common(p)
+    _kubelet_fakes(p)
     return p
 
 
@@ -102,6 +107,13 @@ def build_farm_parser() -> argparse.ArgumentParser:
         "--dra",
         action="store_true",
         help="also publish each node's GPUs as a ResourceSlice, the way NVIDIA's DRA driver (gpu.nvidia.com) does",
+    )
+    p.add_argument(
+        "--fake-allocation",
+        choices=["plan", "device-plugin"],
+        default="plan",
+        help="the nodes' pod GPUs (a farm's nodes have no kubelet): the operator's plan, or a model of NVIDIA's "
+        "device plugin",
     )
     _common(p)
     return p
