@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import statistics
 import sys
@@ -83,6 +84,7 @@ from bench_operator import (
     wait_no_pods,
     wait_reported,
 )
+from cpu import cpu_seconds
 from gputopo.api.group import DRA_DRIVER, LABEL_JOB
 from gputopo.controller.client import load_configuration
 from gputopo.sandbox import Sandbox
@@ -294,6 +296,7 @@ def run_side(
     time.sleep(1.0)  # the watches are open before anything is submitted
     before = scrape(metrics_port) if metrics_port else {}
     writes_before = api_writes(box)
+    cpu_before = cpu_seconds()
     _log(f"{side}: submitting {len(manifest['items'])} objects")
     wall0, t0 = time.time(), time.monotonic()
     box.kubectl("create", "-f", "-", input=json.dumps(manifest), timeout=600)
@@ -304,6 +307,7 @@ def run_side(
     stamper.stop()
     after = scrape(metrics_port) if metrics_port else {}
     writes = api_writes(box) - writes_before
+    cpu = cpu_seconds() - cpu_before
     with stamper._lock:
         pods = dict(stamper.pods)
         jobs = dict(stamper.jobs)
@@ -386,6 +390,7 @@ def run_side(
         "not_running": waiting,
         "api_writes": dict(writes.most_common()),
         "api_writes_total": sum(writes.values()),
+        "cpu_seconds": {name: round(seconds, 2) for name, seconds in cpu.most_common()},
         "jobs": rows,
     }
     if ours:
@@ -662,6 +667,18 @@ def markdown(report: dict[str, Any]) -> str:
     for s in sides:
         top = ", ".join(f"{k} {v}" for k, v in list(res[s]["api_writes"].items())[:8])
         lines.append(f"- {s}: {top}")
+    lines += [
+        "",
+        "CPU seconds per component from the submission until the side settled (`/proc/<pid>/stat`, user + "
+        "system; the machine has "
+        f"{os.cpu_count()} CPUs):",
+        "",
+    ]
+    for s in sides:
+        used = res[s].get("cpu_seconds") or {}
+        total = sum(used.values())
+        parts = ", ".join(f"{k} {v:.1f}" for k, v in used.items())
+        lines.append(f"- {s}: {total:.1f} in {res[s]['settled_after_s']:.1f} s — {parts}")
     lines.append("")
     for s in sides:
         r = res[s]

@@ -120,8 +120,8 @@ def test_the_environment_is_right_for_torchrun(jobs: Jobs) -> None:
 
 
 def test_deleting_a_job_removes_its_pods_and_service(jobs: Jobs) -> None:
-    jobs.apply(training_job("doomed", NS, gpusPerWorker=4))
-    jobs.wait_running_pods("doomed", 1)
+    jobs.apply(training_job("doomed", NS, workers=2, gpusPerWorker=4))
+    jobs.wait_running_pods("doomed", 2)
     jobs.delete("doomed")
     jobs.wait("pods gone", lambda: not jobs.pods("doomed"), timeout=60)
     jobs.wait(

@@ -23,7 +23,7 @@ from gputopo.control.dra import ClaimFacts, GpuAllocation, claim_manifest, claim
 from gputopo.control.facts import JobFacts, PodFacts
 from gputopo.control.failure import Action, backoff_delay, decide, faults_under
 from gputopo.control.ledger import PlannedGang
-from gputopo.control.pods import owner_reference, pod_manifest, pod_name, service_manifest
+from gputopo.control.pods import is_gang, owner_reference, pod_manifest, pod_name, service_manifest
 from gputopo.control.validation import problems
 from gputopo.control.view import ClusterView
 from gputopo.placement import types as engine
@@ -303,9 +303,10 @@ def _placed_step(
         return _restart(s, spec, "WorkerLost", f"{pod_name(job.name, missing[0].rank)} disappeared", view, current)
     if missing:
         _create_gang(s, spec, placement, missing)
-        out.actions.ungate_once_created = [
-            pod_name(job.name, w.rank) for w in placement.workers if w.rank not in current or current[w.rank].gated
-        ]
+        if is_gang(spec):
+            out.actions.ungate_once_created = [
+                pod_name(job.name, w.rank) for w in placement.workers if w.rank not in current or current[w.rank].gated
+            ]
         status.phase = JobPhase.PLACING
         return _with_faults(s, spec, placement, view, config)
 
@@ -554,11 +555,12 @@ def _reschedule(
 
 
 def _create_gang(s: _Step, spec: TrainingJobSpec, placement: Placement, workers: Sequence[WorkerPlacement]) -> None:
-    """The gang's headless Service and the pods of these workers (gated, pinned to their nodes); in DRA
-    mode each pod's ResourceClaim too, naming the planned GPUs by UUID."""
+    """The gang's headless Service and the pods of these workers (gated, pinned to their nodes; a one-worker
+    job has neither Service nor gate); in DRA mode each pod's ResourceClaim too, naming the planned GPUs by UUID."""
     job = s.job
     dra = s.config.gpu_allocation is GpuAllocation.DRA
-    s.out.actions.service = service_manifest(job.name, job.namespace, job.uid, spec)
+    if is_gang(spec):
+        s.out.actions.service = service_manifest(job.name, job.namespace, job.uid, spec)
     for worker in workers:
         claim = None
         if dra:
@@ -630,7 +632,8 @@ def settle(
         _create_gang(s, spec, placement, placement.workers)
         # The client lifts the gates only once every pod of the gang is created: the gang goes to kube-scheduler
         # in the same pass, not a pass later, when the watch has shown its pods.
-        out.actions.ungate_once_created = [pod_name(job.name, w.rank) for w in placement.workers]
+        if is_gang(spec):
+            out.actions.ungate_once_created = [pod_name(job.name, w.rank) for w in placement.workers]
     return PlannedGang(job.key, placement.generation, tuple((w.node, tuple(w.gpus)) for w in placement.workers), now)
 
 

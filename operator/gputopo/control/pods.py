@@ -25,6 +25,7 @@ from gputopo.control.facts import format_gpus
 
 __all__ = [
     "DEFAULT_MASTER_PORT",
+    "is_gang",
     "owner_reference",
     "pod_manifest",
     "pod_name",
@@ -59,9 +60,16 @@ def _master_port(spec: TrainingJobSpec) -> int:
     return DEFAULT_MASTER_PORT
 
 
+def is_gang(spec: TrainingJobSpec) -> bool:
+    """Whether the job has more than one worker. A one-worker job's pod is the whole gang when it is created:
+    it needs no scheduling gate and no Service (rank 0 is the pod itself), so it costs neither write."""
+    return spec.workers > 1
+
+
 def torchrun_env(job: str, namespace: str, spec: TrainingJobSpec, worker: WorkerPlacement) -> list[dict[str, str]]:
-    """torch.distributed's variables, torchrun's PET_* twins, and NCCL_IB_HCA from the rank's NICs."""
-    master = f"{pod_name(job, 0)}.{job}.{namespace}.svc"
+    """torch.distributed's variables, torchrun's PET_* twins, and NCCL_IB_HCA from the rank's NICs. Rank 0 is
+    reached through the gang's headless Service, or on localhost in a one-worker job."""
+    master = f"{pod_name(job, 0)}.{job}.{namespace}.svc" if is_gang(spec) else "localhost"
     port = str(_master_port(spec))
     nproc = str(spec.gpus_per_worker)
     values = {
@@ -111,7 +119,8 @@ def pod_manifest(
     worker: WorkerPlacement,
     claim: str | None = None,
 ) -> dict[str, Any]:
-    """With ``claim`` (DRA mode) the GPUs come from that ResourceClaim, else from an nvidia.com/gpu limit."""
+    """With ``claim`` (DRA mode) the GPUs come from that ResourceClaim, else from an nvidia.com/gpu limit. A
+    gang's pods are created behind gputopo's scheduling gate; a one-worker job's pod is not."""
     template = copy.deepcopy(spec.template)
     meta = template.get("metadata") or {}
     pod_spec: dict[str, Any] = template["spec"]
@@ -124,10 +133,11 @@ def pod_manifest(
         ANNOTATION_PLACEMENT_GENERATION: str(placement.generation),
     }
 
-    pod_spec["schedulingGates"] = [{"name": GANG_GATE}]
+    if is_gang(spec):
+        pod_spec["schedulingGates"] = [{"name": GANG_GATE}]
+        pod_spec["subdomain"] = job
     pod_spec.setdefault("restartPolicy", "Never")
     pod_spec["hostname"] = name
-    pod_spec["subdomain"] = job
     _with_node_affinity(pod_spec, worker.node)
 
     containers: list[dict[str, Any]] = pod_spec["containers"]

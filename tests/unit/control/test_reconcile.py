@@ -65,7 +65,7 @@ def gang(j: JobFacts, placement: Placement, phase: str = "Running") -> list[PodF
     ]
 
 
-def test_a_new_job_is_placed_and_its_gated_pods_are_created() -> None:
+def test_a_new_one_worker_job_is_placed_and_its_pod_created_ungated() -> None:
     j = job("llm", workers=1, gpus=2, topology={"intraNode": "nvlink"})
     view = cluster().node("n1", "h100-nvl-pairs").view()
     result = run([j], view)
@@ -77,12 +77,27 @@ def test_a_new_job_is_placed_and_its_gated_pods_are_created() -> None:
     assert view.topologies["n1"].topology is not None
     assert view.topologies["n1"].topology.link(*worker.gpus).kind.value == "NVLink"
     assert [p["metadata"]["name"] for p in actions.pods] == ["llm-0"]
-    assert actions.pods[0]["spec"]["schedulingGates"] == [{"name": GANG_GATE}]
-    # Created gated; the client lifts the gate in the same pass once the whole gang exists.
-    assert actions.ungate == [] and actions.ungate_once_created == ["llm-0"]
-    assert actions.service is not None and actions.service["spec"]["clusterIP"] == "None"
     assert [r.job for r in result.reservations] == [("default", "llm")]
     assert any(e.reason == "Placed" for e in actions.events)
+    # One worker is the whole gang: no gate to lift, no Service; rank 0 is the pod itself.
+    assert "schedulingGates" not in actions.pods[0]["spec"] and "subdomain" not in actions.pods[0]["spec"]
+    assert actions.ungate == [] and actions.ungate_once_created == [] and actions.service is None
+    env = {e["name"]: e["value"] for e in actions.pods[0]["spec"]["containers"][0]["env"]}
+    assert env["MASTER_ADDR"] == env["PET_MASTER_ADDR"] == "localhost"
+
+
+def test_a_new_gang_is_created_gated_with_its_service() -> None:
+    j = job("llm", workers=2, gpus=8)
+    result = run([j], cluster().node("n1").node("n2").view())
+    actions = actions_of(result, "llm")
+    assert [p["metadata"]["name"] for p in actions.pods] == ["llm-0", "llm-1"]
+    for body in actions.pods:
+        assert body["spec"]["schedulingGates"] == [{"name": GANG_GATE}] and body["spec"]["subdomain"] == "llm"
+        env = {e["name"]: e["value"] for e in body["spec"]["containers"][0]["env"]}
+        assert env["MASTER_ADDR"] == "llm-0.llm.default.svc"
+    # Created gated; the client lifts the gates in the same pass once the whole gang exists.
+    assert actions.ungate == [] and actions.ungate_once_created == ["llm-0", "llm-1"]
+    assert actions.service is not None and actions.service["spec"]["clusterIP"] == "None"
 
 
 def test_a_new_gang_waiting_for_its_old_pods_is_not_ungated() -> None:
