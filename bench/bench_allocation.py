@@ -58,7 +58,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -235,10 +235,16 @@ def scrape(port: int) -> dict[str, float]:
 
 
 _MUTATING = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
+_READING = ("GET", "LIST", "WATCH", "WATCHLIST")
 
 
 def api_writes(box: Sandbox) -> Counter[str]:
     """The API server's own count of writes so far (``apiserver_request_total``), by verb and resource."""
+    return api_requests(box, _MUTATING)
+
+
+def api_requests(box: Sandbox, verbs: Collection[str]) -> Counter[str]:
+    """The API server's own count of requests of these verbs so far, by verb and resource."""
     found: Counter[str] = Counter()
     for line in box.kubectl("get", "--raw", "/metrics", timeout=60).splitlines():
         if not line.startswith("apiserver_request_total{"):
@@ -246,7 +252,7 @@ def api_writes(box: Sandbox) -> Counter[str]:
         labels, _, value = line.rpartition(" ")
         fields = dict(part.split("=", 1) for part in labels[labels.index("{") + 1 : -1].split(","))
         verb = fields.get("verb", "").strip('"')
-        if verb in _MUTATING:
+        if verb in verbs:
             sub = fields.get("subresource", "").strip('"')
             found[f"{verb} {fields.get('resource', '').strip(chr(34))}{'/' + sub if sub else ''}"] += int(float(value))
     return found
@@ -296,6 +302,7 @@ def run_side(
     time.sleep(1.0)  # the watches are open before anything is submitted
     before = scrape(metrics_port) if metrics_port else {}
     writes_before = api_writes(box)
+    reads_before = api_requests(box, _READING)
     cpu_before = cpu_seconds()
     _log(f"{side}: submitting {len(manifest['items'])} objects")
     wall0, t0 = time.time(), time.monotonic()
@@ -307,6 +314,7 @@ def run_side(
     stamper.stop()
     after = scrape(metrics_port) if metrics_port else {}
     writes = api_writes(box) - writes_before
+    reads = api_requests(box, _READING) - reads_before
     cpu = cpu_seconds() - cpu_before
     with stamper._lock:
         pods = dict(stamper.pods)
@@ -390,6 +398,7 @@ def run_side(
         "not_running": waiting,
         "api_writes": dict(writes.most_common()),
         "api_writes_total": sum(writes.values()),
+        "api_reads": dict(reads.most_common()),
         "cpu_seconds": {name: round(seconds, 2) for name, seconds in cpu.most_common()},
         "jobs": rows,
     }
@@ -666,6 +675,10 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     for s in sides:
         top = ", ".join(f"{k} {v}" for k, v in list(res[s]["api_writes"].items())[:8])
+        lines.append(f"- {s}: {top}")
+    lines += ["", "Reads, the same way:", ""]
+    for s in sides:
+        top = ", ".join(f"{k} {v}" for k, v in list((res[s].get("api_reads") or {}).items())[:8])
         lines.append(f"- {s}: {top}")
     lines += [
         "",
