@@ -58,5 +58,19 @@ class JobActions:
             or self.delete_job
         )
 
+    @property
+    def reports_only(self) -> bool:
+        """Whether these actions only report (a status, Events): nothing in the cluster changes by them."""
+        return not (
+            self.deletions
+            or self.service
+            or self.claims
+            or self.claim_deletions
+            or self.pods
+            or self.ungate
+            or self.ungate_once_created
+            or self.delete_job
+        )
+
     def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         self.events.append(EventNote(type_, reason, message))

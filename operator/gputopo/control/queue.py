@@ -62,11 +62,13 @@ def drain(
     starvation_seconds: float,
     clock: Callable[[], float] | None = None,
     limit: int | None = None,
+    on_outcome: Callable[[Outcome], None] | None = None,
 ) -> tuple[list[Outcome], Snapshot]:
     """Try the queued jobs in order; the snapshot returned has every placement of the pass reserved.
 
     With ``limit``, stop once that many jobs are placed: the jobs not tried get no outcome (the caller
-    counts them as still queued and runs another pass)."""
+    counts them as still queued and runs another pass). ``on_outcome`` hears each outcome as soon as it is
+    decided, before the next job is tried."""
     outcomes: list[Outcome] = []
     head: QueuedJob | None = None
     placed = 0
@@ -85,6 +87,8 @@ def drain(
                         ),
                     )
                 )
+                if on_outcome is not None:
+                    on_outcome(outcomes[-1])
                 continue
         view = _without(snapshot, queued.avoid_nodes) if queued.avoid_nodes else snapshot
         start = clock() if clock else 0.0
@@ -96,4 +100,6 @@ def drain(
         elif head is None:
             head = queued
         outcomes.append(Outcome(queued, result, spent))
+        if on_outcome is not None:
+            on_outcome(outcomes[-1])
     return outcomes, snapshot

@@ -6,7 +6,7 @@ ledger, and when to look again. Nothing here talks to the API or reads the clock
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -20,7 +20,7 @@ from gputopo.control.queue import Outcome, QueuedJob, drain
 from gputopo.control.view import ClusterView, build_snapshot
 from gputopo.placement.types import Placement, Policy, Request
 
-__all__ = ["Pass", "planned_from_status", "run_pass"]
+__all__ = ["Pass", "planned_from_status", "run_pass", "shown_generation"]
 
 
 @dataclass
@@ -48,16 +48,21 @@ def planned_from_status(statuses: Iterable[tuple[JobKey, TrainingJobStatus]]) ->
     return plans
 
 
-def _visible_generation(job: JobFacts, pods: Sequence[PodFacts], status: TrainingJobStatus) -> int | None:
-    """The generation the cluster shows whole; a plan this step abandoned (placement cleared) counts as
-    shown, so the ledger lets its GPUs go even when its gang was never complete."""
-    if status.placement is not None and not status.placement.workers and status.placement.generation:
-        return status.placement.generation
+def shown_generation(job: JobFacts, pods: Sequence[PodFacts]) -> int | None:
+    """The placement generation of the job's status whose pods the cluster shows, every rank of it."""
     placement = job.status.placement
     if placement is None or not placement.workers:
         return None
     ranks = {p.rank for p in pods if p.generation == placement.generation and p.owner_uid == job.uid}
     return placement.generation if all(w.rank in ranks for w in placement.workers) else None
+
+
+def _visible_generation(job: JobFacts, pods: Sequence[PodFacts], status: TrainingJobStatus) -> int | None:
+    """The generation the cluster shows whole; a plan this step abandoned (placement cleared) counts as
+    shown, so the ledger lets its GPUs go even when its gang was never complete."""
+    if status.placement is not None and not status.placement.workers and status.placement.generation:
+        return status.placement.generation
+    return shown_generation(job, pods)
 
 
 def run_pass(
@@ -75,16 +80,34 @@ def run_pass(
     restarts_first: bool = False,
     refused: Mapping[JobKey, str] | None = None,
     placements_per_pass: int | None = None,
+    busy: Collection[JobKey] = frozenset(),
+    on_placed: Callable[[JobActions, PlannedGang], None] | None = None,
 ) -> Pass:
     """With ``restarts_first``, a pass that restarts a gang places nothing: it records the restarts at once
     and asks to run again right away (``wake_at`` now), when the waiting jobs are placed. ``refused`` holds
     the API server's answers to jobs whose pods it refused to create (their jobs turn Invalid). With
     ``placements_per_pass``, the queue stops after that many placements and the pass asks to run again at
-    once for the rest (see ``queue.drain``)."""
+    once for the rest (see ``queue.drain``).
+
+    ``busy`` jobs are not stepped: their last writes are still going out, or not yet back through the
+    watches, so a step would act on what they were before (create their pods again, place them twice). The
+    GPUs their statuses hold still count, and the ledger keeps their plans until the cluster shows them.
+
+    ``on_placed`` is handed each placed job's actions (its new status among them) and plan as soon as the job
+    is placed, so its writes can start while the queue behind it is still being planned; those actions are
+    then not in the pass's ``actions`` (their plans are in ``reservations``)."""
     out = Pass()
     steps: dict[JobKey, JobStep] = {}
     queued: list[QueuedJob] = []
+    waiting = [(key, jobs[key]) for key in busy if key in jobs]
+    for key, job in waiting:
+        if job.status.phase not in TERMINAL:
+            out.visible[key] = shown_generation(job, job_pods.get(key, ()))
+        phase = str(job.status.phase)
+        out.phases[phase] = out.phases.get(phase, 0) + 1
     for key in sorted(jobs):
+        if key in busy:
+            continue
         job = jobs[key]
         pods = job_pods.get(key, ())
         try:
@@ -112,18 +135,15 @@ def run_pass(
                 )
             )
 
+    handed: set[JobKey] = set()  # placed jobs whose actions went to on_placed
     if queued and restarts_first and out.restarts:
         out.wake_at = now
     elif queued:
-        plans = [*ledger, *planned_from_status((k, s.status) for k, s in steps.items())]
+        statuses = [*((k, s.status) for k, s in steps.items()), *((k, job.status) for k, job in waiting)]
+        plans = [*ledger, *planned_from_status(statuses)]
         snapshot = build_snapshot(view, plans, config.tiers, quarantine, now)
-        outcomes, _ = drain(snapshot, queued, place, now, starvation_seconds, clock, placements_per_pass)
-        out.outcomes = outcomes
-        deferred = len(queued) - len(outcomes)
-        if deferred:
-            out.queue_length += deferred
-            out.wake_at = now
-        for outcome in outcomes:
+
+        def settled(outcome: Outcome) -> None:
             key = outcome.queued.key
             if not isinstance(outcome.result, Placement):
                 out.queue_length += 1
@@ -132,13 +152,30 @@ def run_pass(
             except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
                 # Building the gang read the template; the fence for what validation misses.
                 steps[key] = unreadable(jobs[key], now, error, view, config)
-                continue
+                return
             if plan is not None:
                 out.reservations.append(plan)
+                if on_placed is not None:
+                    result = steps[key]
+                    result.actions.status = result.status
+                    on_placed(result.actions, plan)
+                    handed.add(key)
 
+        outcomes, _ = drain(snapshot, queued, place, now, starvation_seconds, clock, placements_per_pass, settled)
+        out.outcomes = outcomes
+        deferred = len(queued) - len(outcomes)
+        if deferred:
+            out.queue_length += deferred
+            out.wake_at = now
+
+    tried = {outcome.queued.key for outcome in out.outcomes}
     for key, result in steps.items():
         phase = str(result.status.phase)
         out.phases[phase] = out.phases.get(phase, 0) + 1
+        if key in handed:
+            continue
+        if result.wants_placement and key not in tried and result.actions.reports_only:
+            continue  # not tried yet (the pass stopped early): what it would report waits for its turn
         if result.status != jobs[key].status:
             result.actions.status = result.status
         if result.actions:

@@ -130,8 +130,8 @@ def test_a_pass_past_its_placement_limit_runs_again_at_once_and_places_the_rest(
     first = run_pass({j.key: j for j in jobs}, {}, view, [], {}, CONFIG, at(10), place, placements_per_pass=2)
     assert [r.job[1] for r in first.reservations] == ["j0", "j1"]
     assert first.wake_at == at(10) and first.queue_length == 1
-    waiting = actions_of(first, "j2").status
-    assert waiting is None or not any(c.type == "Placed" for c in waiting.conditions)  # not refused: deferred
+    # Not tried, so not refused: j2 reports nothing yet (its status is written once, when its turn comes).
+    assert [a.job[1] for a in first.actions] == ["j0", "j1"]
     second = run_pass(
         {j.key: j for j in jobs[2:]}, {}, view, first.reservations, {}, CONFIG, at(10), place, placements_per_pass=2
     )
@@ -490,3 +490,33 @@ def test_a_restarted_operator_adopts_the_pods_it_finds() -> None:
     assert [p["metadata"]["name"] for p in actions.pods] == ["llm-1"]
     assert actions.pods[0]["metadata"]["annotations"][ANNOTATION_GPUS] == "0,1"
     assert (actions.deletions == [] and actions.status is None) or actions.status.placement == placement  # type: ignore[union-attr]
+
+
+def test_a_busy_job_is_not_stepped_and_its_gpus_stay_taken() -> None:
+    """A job whose writes are still going out: its status holds a plan whose pods nobody has seen yet."""
+    writing = job(
+        "writing", gpus=8, status=TrainingJobStatus(phase=JobPhase.PLACING, placement=placed([("n1", list(range(8)))]))
+    )
+    waiting = job("waiting", gpus=8, created=1)
+    view = cluster().node("n1").view()
+    jobs = {j.key: j for j in (writing, waiting)}
+    result = run_pass(jobs, {}, view, [], {}, CONFIG, at(10), place, busy={writing.key})
+    assert [a.job for a in result.actions] == [waiting.key]  # nothing is created again for the busy job
+    assert result.reservations == []  # n1's 8 GPUs are the busy job's
+    assert actions_of(result, "waiting").status is not None
+    assert result.visible[writing.key] is None  # its pods are not shown: the ledger keeps its plan
+    assert result.phases == {"Placing": 1, "Pending": 1}
+
+    # Stepped instead, it would create its pod again.
+    again = run_pass(jobs, {}, view, [], {}, CONFIG, at(10), place)
+    assert [p["metadata"]["name"] for p in actions_of(again, "writing").pods] == ["writing-0"]
+
+
+def test_a_busy_job_shows_its_generation_once_its_pods_are_seen() -> None:
+    placement = placed([("n1", list(range(8)))], generation=2)
+    busy = job("busy", gpus=8, status=TrainingJobStatus(phase=JobPhase.PLACING, placement=placement))
+    seen = [pod(busy, 0, gpus=tuple(range(8)), generation=2, node="n1")]
+    result = run_pass(
+        {busy.key: busy}, {busy.key: seen}, cluster().node("n1").view(), [], {}, CONFIG, at(10), place, busy={busy.key}
+    )
+    assert result.visible == {busy.key: 2} and result.actions == []
