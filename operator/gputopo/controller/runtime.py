@@ -2,7 +2,12 @@
 
 One loop runs at a time: it is the daemon of the operator's ConfigMap, and kopf peering stops every
 daemon of a replica that is not the leader. Each pass reads the indexes, runs the pure ``run_pass`` and
-applies its actions through the client.
+hands each job's actions to a writer of its own, which the next pass does not wait for.
+
+The writers share the API concurrency through a priority gate: new gangs first, in queue order, then other
+jobs' writes, then Events. While a job's writes go out, and until the watches show the pods they created,
+the job is busy: passes leave it alone (``run_pass``'s ``busy``). Its plan is in the ledger from the moment it
+is decided, so a pass planning meanwhile never gives its GPUs to another job.
 """
 
 from __future__ import annotations
@@ -14,22 +19,26 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from enum import IntEnum
+from typing import Any
 
+from gputopo.api.group import ANNOTATION_PLACEMENT_GENERATION
 from gputopo.control.actions import EventNote, JobActions
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.ledger import Ledger, PlannedGang
 from gputopo.control.lifecycle import Config
 from gputopo.control.quarantine import Quarantine
-from gputopo.control.reconcile import Pass, run_pass
+from gputopo.control.reconcile import Pass, run_pass, shown_generation
 from gputopo.control.statuscache import StatusCache
 from gputopo.control.view import ClusterView
 from gputopo.controller.client import KubeClient
 from gputopo.controller.errors import ApiError
+from gputopo.controller.gate import PriorityGate
 from gputopo.controller.metrics import Metrics
 from gputopo.controller.settings import OperatorSettings
 from gputopo.placement.types import Policy
 
-__all__ = ["REFUSED", "Runtime", "World", "retry_delay"]
+__all__ = ["REFUSED", "Priority", "Runtime", "World", "retry_delay"]
 
 logger = logging.getLogger("gputopo.controller")
 
@@ -40,8 +49,20 @@ logger = logging.getLogger("gputopo.controller")
 REFUSED = frozenset({400, 422})
 # Jobs applied at once: the API concurrency divided by this (a gang's pods go out together within its job).
 JOB_CONCURRENCY_SHARE = 4
-EVENT_CONCURRENCY = 4  # Events posted at once (of the API concurrency)
-EVENTS_DRAIN_SECONDS = 5.0  # how long a stopping loop lets the Events still being posted finish
+DRAIN_SECONDS = 5.0  # how long a stopping loop lets the writes and Events still going out finish
+# A job whose pods were created or ungated stays busy until the watch shows them so, or this long at most.
+SHOWN_WITHIN_SECONDS = 10.0
+# While gangs' writes go out, a job's report (a status, Events, nothing else) waits for them this long at
+# most; a later pass reports whatever is true then, in one write instead of several.
+REPORT_DELAY_SECONDS = 5.0
+
+
+class Priority(IntEnum):
+    """Who gets a free API slot first."""
+
+    PLACEMENT = 0  # a gang of this pass's placements: its status, Service, claims, pods, gates
+    UPDATE = 1  # any other job's writes: statuses, deletions, gates
+    EVENT = 2  # Events say what happened; nothing waits for them
 
 
 def retry_delay(failures: int) -> float:
@@ -73,10 +94,16 @@ class Runtime:
     # Consecutive failed applies per job, for the retry backoff.
     failures: dict[JobKey, int] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    # Events being posted: they follow a pass's writes without holding up its gangs or the next pass.
+    # Each job's writes being applied, and the Events being posted after them.
+    writing: dict[JobKey, asyncio.Task[None]] = field(default_factory=dict)
     events_in_flight: set[asyncio.Task[None]] = field(default_factory=set)
-    # Events take at most these of the API concurrency, so a pass's Events never queue ahead of gangs' writes.
-    event_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(EVENT_CONCURRENCY))
+    # Jobs whose pods were created or ungated and are not yet shown so by the watch: their placement
+    # generation, and when to stop waiting.
+    unseen: dict[JobKey, tuple[int, float]] = field(default_factory=dict)
+    gate: PriorityGate | None = None  # made on first use, in the loop that uses it
+    placing: int = 0  # gangs whose writes are going out
+    # Jobs whose reports wait for the gangs' writes: since when (monotonic).
+    reports_held: dict[JobKey, float] = field(default_factory=dict)
     passes: int = 0
     last_pass: datetime | None = None
 
@@ -88,6 +115,24 @@ class Runtime:
     def poke(self) -> None:
         """Something changed: run a pass soon."""
         self.wake.set()
+
+    def _slots(self) -> PriorityGate:
+        if self.gate is None:
+            self.gate = PriorityGate(max(1, self.settings.api_concurrency // JOB_CONCURRENCY_SHARE))
+        return self.gate
+
+    def busy(self, jobs: Mapping[JobKey, JobFacts], job_pods: Mapping[JobKey, Sequence[PodFacts]]) -> set[JobKey]:
+        """Jobs a pass must not step: writes in flight, or pods created or ungated that the watch does not
+        show so yet (a step would create them again, or lift their gates again)."""
+        busy = {key for key in self.writing if key in jobs}
+        clock = time.monotonic()
+        for key, (generation, until) in list(self.unseen.items()):
+            job = jobs.get(key)
+            if job is None or clock >= until or _shown_ungated(job, job_pods.get(key, ()), generation):
+                del self.unseen[key]
+            else:
+                busy.add(key)
+        return busy
 
     # -- the loop ---------------------------------------------------------------------------------------------
 
@@ -109,8 +154,18 @@ class Runtime:
             except Exception:  # one bad pass must not stop the loop; the next one starts afresh
                 logger.exception("control pass failed")
                 wake_at = None
-        if self.events_in_flight:
-            await asyncio.wait(self.events_in_flight, timeout=EVENTS_DRAIN_SECONDS)
+        await self.drain()
+
+    async def drain(self) -> None:
+        """Let the writes and Events still going out finish, for a while; cancel what is left."""
+        pending = {*self.writing.values(), *self.events_in_flight}
+        if not pending:
+            return
+        _, left = await asyncio.wait(pending, timeout=DRAIN_SECONDS)
+        for task in left:
+            task.cancel()
+        if left:
+            await asyncio.wait(left)
 
     async def run_once(self, world: World, now: datetime | None = None) -> datetime | None:
         started = time.perf_counter()
@@ -118,6 +173,7 @@ class Runtime:
         jobs = {
             key: self.statuses.freshest(job) for key, job in world.jobs.items() if self.settings.watches(job.namespace)
         }
+        busy = self.busy(jobs, world.job_pods)
         self.statuses.forget(set(jobs))
         for key in [k for k, (_, until) in self.avoid.items() if until <= now or k not in jobs]:
             del self.avoid[key]
@@ -125,7 +181,16 @@ class Runtime:
             del self.refused[key]
         for key in [k for k in self.failures if k not in jobs]:
             del self.failures[key]
-        result = run_pass(
+        # The pass runs in a thread of its own, on copies of what the loop's side changes, so the writers and
+        # the watches go on while it plans (its Python still shares the interpreter with them). Each job it
+        # places is handed back to the loop at once and its writes start while the pass plans the next one.
+        loop = asyncio.get_running_loop()
+
+        def placed(actions: JobActions, plan: PlannedGang) -> None:
+            loop.call_soon_threadsafe(self._start, actions, jobs[actions.job], plan)
+
+        result = await asyncio.to_thread(
+            run_pass,
             jobs,
             world.job_pods,
             world.view,
@@ -134,19 +199,21 @@ class Runtime:
             self.config,
             now,
             self.place,
-            self.quarantine,
+            self.quarantine.frozen(),
             self.settings.starvation_seconds,
             time.perf_counter,
             restarts_first=True,
             refused={key: message for key, (_, message) in self.refused.items()},
             placements_per_pass=self.settings.placements_per_pass,
+            busy=busy,
+            on_placed=placed,
         )
         self.ledger.prune(result.visible)
         hold = timedelta(seconds=2 * self.settings.unschedulable_timeout_seconds)
         for key, nodes in result.avoid.items():
             old = self.avoid.get(key, (frozenset(), now))[0]
             self.avoid[key] = (old | nodes, now + hold)
-        await self.apply(result, jobs)
+        self.apply(result, jobs)
         for outcome in result.outcomes:
             kind = "placed" if outcome.queued.key in {r.job for r in result.reservations} else "unplaceable"
             self.metrics.placement_seconds.labels(result=kind).observe(outcome.seconds)
@@ -157,47 +224,79 @@ class Runtime:
 
     # -- applying a pass --------------------------------------------------------------------------------------
 
-    async def apply(self, result: Pass, jobs: Mapping[JobKey, JobFacts]) -> None:
-        """Each job's writes in order (status, then Service and claims, pods, gates), at most
-        ``JOB_CONCURRENCY_SHARE`` of the API concurrency's worth of jobs at once, new gangs first in queue order.
+    def apply(self, result: Pass, jobs: Mapping[JobKey, JobFacts]) -> None:
+        """Start the writes of the pass's other jobs (the placed ones started as they were placed).
 
-        Sharing the API concurrency among every job of the pass at once would finish them all together at the
-        end of the pass; a bounded number of jobs at a time lets each gang go to kube-scheduler as soon as its
-        own writes are done, at the same total throughput."""
-        plans = {plan.job: plan for plan in result.reservations}
-        rank = {plan.job: i for i, plan in enumerate(result.reservations)}
-        ordered = sorted(result.actions, key=lambda a: rank.get(a.job, len(rank)))
-        gate = asyncio.Semaphore(max(1, self.settings.api_concurrency // JOB_CONCURRENCY_SHARE))
+        A job that only has something to report waits while gangs' writes go out, up to
+        ``REPORT_DELAY_SECONDS``: the API server's time goes to the gangs, and a job that turned Running meanwhile
+        and then had its GPUs reported costs one status write instead of two. The last gang's writes poke the loop
+        when they are done, and a pass then reports everything held."""
+        clock = time.monotonic()
+        acting = set()
+        for actions in result.actions:
+            acting.add(actions.job)
+            if actions.reports_only and self.placing:
+                since = self.reports_held.setdefault(actions.job, clock)
+                if clock - since < REPORT_DELAY_SECONDS:
+                    continue
+            self.reports_held.pop(actions.job, None)
+            self._start(actions, jobs[actions.job])
+        for key in [k for k in self.reports_held if k not in acting and k not in self.writing]:
+            del self.reports_held[key]  # nothing to report any more (or the job is gone)
+        if self.reports_held:
+            oldest = min(self.reports_held.values())
+            asyncio.get_running_loop().call_later(max(0.0, oldest + REPORT_DELAY_SECONDS - clock), self.poke)
 
-        async def one(actions: JobActions) -> None:
-            async with gate:
-                await self._apply_job(actions, jobs[actions.job], plans.get(actions.job))
-            if actions.events:
-                task = asyncio.create_task(self._post_events(actions))
-                self.events_in_flight.add(task)
-                task.add_done_callback(self.events_in_flight.discard)
+    def _start(self, actions: JobActions, job: JobFacts, plan: PlannedGang | None = None) -> None:
+        """Start one job's writes (status, then Service and claims, pods, gates) without waiting for them.
 
-        await asyncio.gather(*(one(a) for a in ordered))
+        They wait for a slot of the gate: at most ``JOB_CONCURRENCY_SHARE`` of the API concurrency's worth of
+        jobs at once, new gangs first in the order they were placed, so each goes to kube-scheduler as soon as
+        its own writes are done. A plan is in the ledger from now on, whatever its writes wait for."""
+        if plan is not None:
+            self.ledger.reserve(plan)
+            self.placing += 1
+        priority = Priority.PLACEMENT if plan is not None else Priority.UPDATE
+        self.writing[actions.job] = asyncio.create_task(self._write(actions, job, plan, priority))
+
+    async def _write(self, actions: JobActions, job: JobFacts, plan: PlannedGang | None, priority: Priority) -> None:
+        try:
+            async with self._slots().slot(priority):
+                to_show = await self._apply_job(actions, job, plan)
+            if to_show is not None:
+                self.unseen[actions.job] = (to_show, time.monotonic() + SHOWN_WITHIN_SECONDS)
+        except Exception:  # a bug in one job's writes must not go unheard; the next pass steps the job afresh
+            logger.exception("writing %s/%s failed", *actions.job)
+        finally:
+            if self.writing.get(actions.job) is asyncio.current_task():
+                del self.writing[actions.job]
+            if priority is Priority.PLACEMENT:
+                self.placing -= 1
+            self.poke()  # the job can be stepped again (and, after the last gang, the reports held go)
+        if actions.events:
+            task = asyncio.create_task(self._post_events(actions))
+            self.events_in_flight.add(task)
+            task.add_done_callback(self.events_in_flight.discard)
 
     async def _post_events(self, actions: JobActions) -> None:
         namespace, name = actions.job
 
         async def post(note: EventNote) -> None:
-            async with self.event_slots:
-                await self.client.event(namespace, name, actions.uid, note.type, note.reason, note.message)
+            await self.client.event(namespace, name, actions.uid, note.type, note.reason, note.message)
 
-        outcomes = await asyncio.gather(*(post(n) for n in actions.events), return_exceptions=True)
+        async with self._slots().slot(Priority.EVENT):
+            outcomes = await asyncio.gather(*(post(n) for n in actions.events), return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 logger.debug("event on %s/%s not recorded: %s", namespace, name, outcome)
 
-    async def _apply_job(self, actions: JobActions, job: JobFacts, plan: PlannedGang | None) -> None:
+    async def _apply_job(self, actions: JobActions, job: JobFacts, plan: PlannedGang | None) -> int | None:
+        """The job's writes in order; the placement generation whose pods it created or ungated, if any."""
         namespace, name = actions.job
         client = self.client
+        to_show: int | None = None
         try:
             if actions.status is not None:
-                if plan is not None:
-                    self.ledger.reserve(plan)
                 try:
                     version = await client.write_status(namespace, name, actions.status)
                 except ApiError:
@@ -231,6 +330,10 @@ class Runtime:
                 await asyncio.gather(
                     *(client.ungate(namespace, pod) for pod in (*actions.ungate, *actions.ungate_once_created))
                 )
+                if actions.pods:
+                    to_show = _generation_of(actions.pods[0])
+                elif actions.ungate and job.status.placement is not None:
+                    to_show = job.status.placement.generation
                 if actions.delete_job:
                     await client.delete_job(namespace, name)
         except ApiError as exc:
@@ -241,3 +344,19 @@ class Runtime:
             asyncio.get_running_loop().call_later(delay, self.poke)  # retry, backing off
         else:
             self.failures.pop(actions.job, None)
+        return to_show
+
+
+def _shown_ungated(job: JobFacts, pods: Sequence[PodFacts], generation: int) -> bool:
+    """Whether the watch shows every pod of ``generation`` (or a later one), none of them gated."""
+    shown = shown_generation(job, pods)
+    if shown is None or shown < generation:
+        return False
+    return not any(p.gated for p in pods if p.generation == shown and p.owner_uid == job.uid)
+
+
+def _generation_of(pod: Mapping[str, Any]) -> int | None:
+    try:
+        return int(pod["metadata"]["annotations"][ANNOTATION_PLACEMENT_GENERATION])
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -79,7 +79,7 @@ class OperatorSettings(BaseSettings):
     )
     resync_seconds: float = Field(default=2.0, gt=0, description="Control-loop period without events.")
     settle_seconds: float = Field(
-        default=0.02, ge=0, description="Events arriving this close together are handled in one pass."
+        default=0.1, ge=0, description="Events arriving this close together are handled in one pass."
     )
     api_concurrency: int = Field(default=32, ge=1, le=256, description="API requests in flight at once.")
     placements_per_pass: int = Field(
