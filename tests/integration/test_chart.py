@@ -18,6 +18,7 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from gputopo.controller.settings import OperatorSettings
 from gputopo.sandbox.binaries import KUBE_VERSION, cache_root
 from gputopo.sandbox.testing import SandboxHandle
 
@@ -104,6 +105,17 @@ def test_fake_mode_drops_the_nvidia_runtime() -> None:
     assert "runtimeClassName" not in spec
     assert "--fake=hgx-h100" in spec["containers"][0]["args"]
     assert "NVIDIA_VISIBLE_DEVICES" not in {e["name"] for e in spec["containers"][0]["env"]}
+
+
+def test_every_operator_setting_the_chart_writes_is_one_the_operator_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A misspelt key would be ignored by the operator (its settings ignore unknown variables), silently."""
+    data = find(render("--set", "operator.config.placementsPerPass=16"), "ConfigMap", OPERATOR)["data"]
+    known = {f"GPUTOPO_{name.upper()}" for name in OperatorSettings.model_fields}
+    assert set(data) <= known, set(data) - known
+    for key, value in data.items():
+        monkeypatch.setenv(key, value)
+    settings = OperatorSettings()
+    assert settings.placements_per_pass == 16 and settings.api_concurrency == 32
 
 
 def _operator_rules(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
