@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from gputopo.api.problems import one_line
 from gputopo.api.trainingjob import TrainingJob
 from gputopo.cli.errors import CliError, fail, read_yaml
+from gputopo.control.dra import GpuAllocation
 from gputopo.control.facts import job_facts
 from gputopo.control.validation import problems
 from gputopo.placement import Placement, Request, Snapshot, place
@@ -42,7 +43,7 @@ def _job_body(path: Path) -> dict[str, Any]:
     return {"metadata": {"name": path.stem}, "spec": data}
 
 
-def _request(path: Path, snapshot: Snapshot) -> Request:
+def _request(path: Path, snapshot: Snapshot, allocation: GpuAllocation = GpuAllocation.DRA) -> Request:
     """The job's request, checked as the operator checks it: the CRD's schema, then its own rules."""
     body = _job_body(path)
     try:
@@ -57,7 +58,7 @@ def _request(path: Path, snapshot: Snapshot) -> Request:
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         raise CliError(f"{path}: {found[0]}{more}")
     try:
-        return Request.from_spec(job.spec, name=job.name)
+        return Request.from_spec(job.spec, name=job.name, gpu_choice=allocation.gpu_choice)
     except TemplateError as error:
         raise CliError(f"{path}: spec.{error}") from None
 
@@ -66,11 +67,17 @@ def plan(
     job: Path = typer.Option(..., "--job", help="TrainingJob manifest (YAML)."),
     cluster: Path = typer.Option(..., "--cluster", help="Cluster snapshot file (YAML/JSON)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    gpu_allocation: GpuAllocation = typer.Option(
+        GpuAllocation.DRA,
+        "--gpu-allocation",
+        help="Who picks each rank's GPUs within its node, as the operator's setting of that name: dra (the GPUs "
+        "gputopo plans) or devicePlugin (the GPUs NVIDIA's device plugin will pick on the node's free GPUs).",
+    ),
 ) -> None:
     """Place one job and explain it (or why it cannot be placed)."""
     try:
         snapshot = load_cluster(cluster)
-        request = _request(job, snapshot)
+        request = _request(job, snapshot, gpu_allocation)
     except CliError as error:
         fail(str(error))
     result = place(snapshot, request)

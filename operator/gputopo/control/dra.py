@@ -29,6 +29,7 @@ from gputopo.api.group import (
     LABEL_JOB,
     LABEL_RANK,
 )
+from gputopo.placement.types import GpuChoice
 
 __all__ = [
     "CLAIM_REQUEST",
@@ -63,6 +64,11 @@ class GpuAllocation(StrEnum):
 
     DEVICE_PLUGIN = "devicePlugin"  # the kubelet's device plugin, from an nvidia.com/gpu limit
     DRA = "dra"  # kube-scheduler, from a ResourceClaim that names the planned devices
+
+    @property
+    def gpu_choice(self) -> GpuChoice:
+        """Who picks a rank's GPUs within its node: the device plugin, unless DRA claims bind the plan."""
+        return GpuChoice.PLANNED if self is GpuAllocation.DRA else GpuChoice.DEVICE_PLUGIN
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,8 +52,7 @@ class Config:
 
     @property
     def gpu_choice(self) -> engine.GpuChoice:
-        """Who picks a rank's GPUs within its node: the device plugin, unless DRA claims bind the plan."""
-        return engine.GpuChoice.PLANNED if self.gpu_allocation is GpuAllocation.DRA else engine.GpuChoice.DEVICE_PLUGIN
+        return self.gpu_allocation.gpu_choice
 
 
 @dataclass(frozen=True, slots=True)
