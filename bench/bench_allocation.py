@@ -1,19 +1,17 @@
 """The GPUs the operator plans against the GPUs the pods get, and where gputopo's time to Running goes.
 
 One run, the trace and sandbox of ``bench_operator.py`` (256-node ``mixed`` sandbox, fake probes, 200 jobs of
-mixed sizes, seed 7), three sides, each getting the whole trace in one ``kubectl create`` of a List into a
-fresh namespace:
+mixed sizes, seed 7), three sides, each on a sandbox brought up for it and getting the whole trace in one
+``kubectl create`` of a List into a fresh namespace, the same time after ``up`` (kwok heartbeats every node of a
+sandbox at once tens of seconds after ``up``: a side that met that storm of Node writes would not compare):
 
 * ``kube-scheduler``: kube-scheduler alone (operator stopped), one plain pod per worker with the same
   ``nvidia.com/gpu`` limit;
 * ``devicePlugin``: the operator in ``gpuAllocation: devicePlugin`` mode, on a sandbox whose fake probes give
   each pod the GPUs NVIDIA's device plugin would (``--fake-allocation device-plugin``: its best-effort
-  choice on the node's free GPUs; it never sees the plan) — the same sandbox as the first side;
-* ``dra``: the operator in ``gpuAllocation: dra`` mode on a second sandbox started with
-  ``gpu_allocation="dra"`` (fake ResourceSlices of NVIDIA's DRA driver; kube-scheduler allocates each rank's
-  ResourceClaim). The mode is a startup option of the sandbox (the probes publish the slices, the DeviceClass
-  is created at ``up``), so the sandbox is brought down and up again; turning only the operator's setting
-  would leave a cluster without slices.
+  choice on the node's free GPUs; it never sees the plan), as the first side's sandbox does;
+* ``dra``: the operator in ``gpuAllocation: dra`` mode on a sandbox started with ``gpu_allocation="dra"`` (fake
+  ResourceSlices of NVIDIA's DRA driver; kube-scheduler allocates each rank's ResourceClaim).
 
 Per side: time to Running per job (p50 / p90 / max) and for the whole trace; estimated bus bandwidth, one
 estimator for every side (``bench_operator.gang_busbw``: ``gputopo.topology.estimate_gang`` on the real GPUs
@@ -81,7 +79,6 @@ from bench_operator import (
     start_operator,
     trace_config,
     training_jobs,
-    wait_no_pods,
     wait_reported,
 )
 from cpu import cpu_seconds
@@ -243,6 +240,18 @@ def api_writes(box: Sandbox) -> Counter[str]:
     return api_requests(box, _MUTATING)
 
 
+def watch_events(box: Sandbox) -> Counter[str]:
+    """Watch events the API server has sent so far, by resource (``apiserver_watch_events_total``): what every
+    watcher was sent, the background (Node heartbeats, leases) included."""
+    found: Counter[str] = Counter()
+    for line in box.kubectl("get", "--raw", "/metrics", timeout=60).splitlines():
+        if line.startswith("apiserver_watch_events_total{"):
+            labels, _, value = line.rpartition(" ")
+            fields = dict(part.split("=", 1) for part in labels[labels.index("{") + 1 : -1].split(","))
+            found[fields.get("resource", "").strip('"')] += int(float(value))
+    return found
+
+
 def api_requests(box: Sandbox, verbs: Collection[str]) -> Counter[str]:
     """The API server's own count of requests of these verbs so far, by verb and resource."""
     found: Counter[str] = Counter()
@@ -303,6 +312,7 @@ def run_side(
     before = scrape(metrics_port) if metrics_port else {}
     writes_before = api_writes(box)
     reads_before = api_requests(box, _READING)
+    watched_before = watch_events(box)
     cpu_before = cpu_seconds()
     _log(f"{side}: submitting {len(manifest['items'])} objects")
     wall0, t0 = time.time(), time.monotonic()
@@ -315,6 +325,7 @@ def run_side(
     after = scrape(metrics_port) if metrics_port else {}
     writes = api_writes(box) - writes_before
     reads = api_requests(box, _READING) - reads_before
+    watched = watch_events(box) - watched_before
     cpu = cpu_seconds() - cpu_before
     with stamper._lock:
         pods = dict(stamper.pods)
@@ -399,6 +410,7 @@ def run_side(
         "api_writes": dict(writes.most_common()),
         "api_writes_total": sum(writes.values()),
         "api_reads": dict(reads.most_common()),
+        "watch_events": dict(watched.most_common()),
         "cpu_seconds": {name: round(seconds, 2) for name, seconds in cpu.most_common()},
         "jobs": rows,
     }
@@ -519,34 +531,28 @@ def operator_side(side: str, box: Sandbox, trace: Sequence[Job], args: argparse.
 
 
 def run(args: argparse.Namespace, trace: Sequence[Job]) -> dict[str, Any]:
+    """Each side on a sandbox of its own, brought up for it: every side starts the same time after ``up``, so
+    each meets the same background (kwok heartbeats all nodes of a sandbox together, tens of seconds after it
+    starts; a side that met them would pay for thousands of Node writes the others did not)."""
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
     out: dict[str, Any] = {}
-    if {"kube-scheduler", "devicePlugin"} & set(sides):
-        box = Sandbox(args.sandbox)
+    for side in sides:
+        dra = side == "dra"
+        box = Sandbox(args.sandbox + ("-dra" if dra else ""))
         try:
             t = time.monotonic()
-            box.up(nodes=args.nodes, profile="mixed", probes=True, wait=300, fake_allocation="device-plugin")
-            out["sandbox_up_s"] = {"devicePlugin": time.monotonic() - t}
+            if dra:
+                box.up(nodes=args.nodes, profile="mixed", probes=True, wait=300, gpu_allocation="dra")
+            else:
+                box.up(nodes=args.nodes, profile="mixed", probes=True, wait=300, fake_allocation="device-plugin")
+            out.setdefault("sandbox_up_s", {})[side] = time.monotonic() - t
             core, custom = clients(box)
             facts = read_cluster(core, custom)
             out["nodes"], out["gpus"] = len(facts.topologies), sum(t.gpu_count for t in facts.topologies.values())
-            if "kube-scheduler" in sides:
-                out["kube-scheduler"] = run_side("kube-scheduler", box, core, custom, trace, args)
-                wait_no_pods(box, core, custom, NAMESPACES["kube-scheduler"])
-            if "devicePlugin" in sides:
-                out["devicePlugin"] = operator_side("devicePlugin", box, trace, args)
-        finally:
-            box.down()
-    if "dra" in sides:
-        box = Sandbox(args.sandbox + "-dra")
-        try:
-            t = time.monotonic()
-            box.up(nodes=args.nodes, profile="mixed", probes=True, wait=300, gpu_allocation="dra")
-            out.setdefault("sandbox_up_s", {})["dra"] = time.monotonic() - t
-            core, custom = clients(box)
-            facts = read_cluster(core, custom)
-            out["nodes"], out["gpus"] = len(facts.topologies), sum(t.gpu_count for t in facts.topologies.values())
-            out["dra"] = operator_side("dra", box, trace, args)
+            if side == "kube-scheduler":
+                out[side] = run_side(side, box, core, custom, trace, args)
+            else:
+                out[side] = operator_side(side, box, trace, args)
         finally:
             box.down()
     return out
@@ -667,21 +673,27 @@ def markdown(report: dict[str, Any]) -> str:
         "(`gputopo.topology.estimate_gang`) on those GPUs for every side; 1-GPU jobs stay out of the means.",
         "",
     ]
+    counts = (
+        (
+            "api_writes",
+            "API server writes by verb and resource (`apiserver_request_total`, from before the submission until "
+            "the side settled; kube-scheduler's bindings, kwok's pod status updates and the probes' reports count "
+            "too):",
+        ),
+        ("api_reads", "Reads, the same way:"),
+        (
+            "watch_events",
+            "Watch events the API server sent, by resource (`apiserver_watch_events_total`; nodes and leases are "
+            "the sandbox's background):",
+        ),
+    )
+    for key, title in counts:
+        lines += [title, ""]
+        for s in sides:
+            top = ", ".join(f"{k} {v}" for k, v in list((res[s].get(key) or {}).items())[:8])
+            lines.append(f"- {s}: {top}")
+        lines.append("")
     lines += [
-        "API server writes by verb and resource (`apiserver_request_total`, from before the submission until "
-        "the side settled; kube-scheduler's bindings, kwok's pod status updates and the probes' reports count "
-        "too):",
-        "",
-    ]
-    for s in sides:
-        top = ", ".join(f"{k} {v}" for k, v in list(res[s]["api_writes"].items())[:8])
-        lines.append(f"- {s}: {top}")
-    lines += ["", "Reads, the same way:", ""]
-    for s in sides:
-        top = ", ".join(f"{k} {v}" for k, v in list((res[s].get("api_reads") or {}).items())[:8])
-        lines.append(f"- {s}: {top}")
-    lines += [
-        "",
         "CPU seconds per component from the submission until the side settled (`/proc/<pid>/stat`, user + "
         "system; the machine has "
         f"{os.cpu_count()} CPUs):",
