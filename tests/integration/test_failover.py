@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gputopo.sandbox.faults import link_fault, nic_fault, node_fault
+from gputopo.sandbox.faults import gpu_fault, link_fault, nic_fault, node_fault
 from gputopo.sandbox.harness import Jobs, OperatorProcess, namespaced_operator, training_job
 from gputopo.sandbox.testing import SandboxHandle
 
@@ -204,11 +204,14 @@ def test_max_restarts_exhausted_fails_with_the_reason(sandbox: SandboxHandle, jo
 def test_operator_restarted_during_a_re_placement_finishes_it_without_duplicates(
     sandbox: SandboxHandle, jobs: Jobs, operator: OperatorProcess
 ) -> None:
+    # A GPU of the gang fails (XID 79), not a link: the job is pinned to this node, and in devicePlugin mode a
+    # Down link between the two GPUs the plugin prefers would leave it nowhere to go (the plugin cannot see
+    # links, so it would hand out that pair again, and the operator refuses a plan over a Down link).
     node = _nvswitch_or_nvlink_node(sandbox)
     jobs.apply(training_job("phoenix", NS, gpusPerWorker=2, template=_pin(node), failurePolicy=FAST))
     jobs.wait_running_pods("phoenix", 1)
-    a, b = _worker(jobs, "phoenix")["gpus"]
-    link_fault(sandbox.sandbox, node, a, b, "down")
+    a, _ = _worker(jobs, "phoenix")["gpus"]
+    gpu_fault(sandbox.sandbox, node, a, xid=79)
     try:
         jobs.wait("restart counted", lambda: jobs.status("phoenix").get("restarts") == 1, timeout=30, every=0.02)
         operator.kill()
@@ -220,5 +223,6 @@ def test_operator_restarted_during_a_re_placement_finishes_it_without_duplicates
         assert pods[0]["metadata"]["annotations"]["gputopo.io/gpus"] == ",".join(
             map(str, status["placement"]["workers"][0]["gpus"])
         )
+        assert a not in status["placement"]["workers"][0]["gpus"]
     finally:
-        link_fault(sandbox.sandbox, node, a, b, "up")
+        gpu_fault(sandbox.sandbox, node, a, clear=True)
