@@ -8,6 +8,12 @@ A GPU counts as used when any of these says so, reality first:
   4. a plan of an active job, from its status or from the ledger, holds it;
   5. in DRA mode: a ResourceClaim (anyone's) has its device allocated, or the driver does not publish it,
      or its device is tainted — kube-scheduler would not give it to a new claim.
+
+Indices can collide where they cannot in reality: in devicePlugin mode the kubelet may give a pod other GPUs
+than planned, so a job's reported GPUs can be the very indices another job's plan (not yet reported) names.
+Each holder is therefore also counted: a node shows at least as many GPUs used as its holders hold together,
+the missing ones taken from the highest free indices, so the operator never counts a GPU free that
+kube-scheduler counts taken.
 """
 
 from __future__ import annotations
@@ -57,35 +63,51 @@ class ClusterView:
 
 def used_gpus(view: ClusterView, planned: Iterable[PlannedGang]) -> dict[str, frozenset[int]]:
     """Per node, the GPU indices held or planned."""
-    used: dict[str, set[int]] = {}
+    # node -> holder (a job, or a pod that is not gputopo's) -> the indices said to be its
+    held: dict[str, dict[object, set[int]]] = {}
+    counted: dict[str, int] = {}  # node -> GPUs held at indices nobody knows (pods that are not ours)
+
+    def hold(node: str, holder: object, gpus: Iterable[int]) -> None:
+        held.setdefault(node, {}).setdefault(holder, set()).update(gpus)
+
+    jobs_of = {(p.namespace, p.name): p.job for p in view.pods if p.job is not None}
     attributed: set[tuple[str, str]] = set()
     for name, facts in view.topologies.items():
         for entry in facts.pods:
-            used.setdefault(name, set()).update(entry.gpus)
+            job = jobs_of.get((entry.namespace, entry.name))
+            hold(name, (entry.namespace, job) if job is not None else ("pod", entry.namespace, entry.name), entry.gpus)
             attributed.add((entry.namespace, entry.name))
-    unknown: dict[str, int] = {}
     for pod in view.pods:
         if not pod.node or not pod.holds_gpus or (pod.namespace, pod.name) in attributed:
             continue
         if pod.job is not None and pod.planned_gpus is not None:
-            used.setdefault(pod.node, set()).update(pod.planned_gpus)
+            hold(pod.node, (pod.namespace, pod.job), pod.planned_gpus)
         elif pod.gpus_requested:
-            unknown[pod.node] = unknown.get(pod.node, 0) + pod.gpus_requested
+            counted[pod.node] = counted.get(pod.node, 0) + pod.gpus_requested
     for plan in planned:
         for node, gpus in plan.workers:
-            used.setdefault(node, set()).update(gpus)
+            hold(node, plan.job, gpus)
+    # DRA allocations name their devices exactly (gputopo's own claims among them, whose GPUs its plans hold too):
+    # they are used indices, not holders to count.
+    exact: dict[str, frozenset[int]] = {}
     if view.dra is not None:
         for name, facts in view.topologies.items():
             if facts.topology is not None:
                 uuids = {g.index: g.uuid for g in facts.topology.gpus}
-                used.setdefault(name, set()).update(view.dra.unavailable(name, uuids))
-    for node, count in unknown.items():
-        known = view.topologies.get(node)
-        total = known.topology.gpu_count if known is not None and known.topology is not None else 0
-        taken = used.setdefault(node, set())
-        for gpu in sorted(set(range(total)) - taken, reverse=True)[:count]:
-            taken.add(gpu)
-    return {node: frozenset(gpus) for node, gpus in used.items()}
+                exact[name] = frozenset(view.dra.unavailable(name, uuids))
+    used: dict[str, frozenset[int]] = {}
+    for node in held.keys() | counted.keys() | exact.keys():
+        holders = held.get(node, {})
+        taken = set().union(*holders.values()) if holders else set()
+        missing = sum(len(gpus) for gpus in holders.values()) + counted.get(node, 0) - len(taken)
+        taken |= exact.get(node, frozenset())
+        if missing > 0:
+            known = view.topologies.get(node)
+            total = known.topology.gpu_count if known is not None and known.topology is not None else 0
+            taken.update(sorted(set(range(total)) - taken, reverse=True)[:missing])
+        if taken:
+            used[node] = frozenset(taken)
+    return used
 
 
 def build_snapshot(

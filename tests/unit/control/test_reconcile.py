@@ -20,7 +20,7 @@ from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.lifecycle import Config
 from gputopo.control.reconcile import Pass, run_pass
-from gputopo.control.view import ClusterView
+from gputopo.control.view import ClusterView, used_gpus
 from gputopo.placement import DEFAULT_TIERS, place
 
 CONFIG = Config(DEFAULT_TIERS, unschedulable_timeout=60, not_ready_grace=30)
@@ -520,3 +520,17 @@ def test_a_busy_job_shows_its_generation_once_its_pods_are_seen() -> None:
         {busy.key: busy}, {busy.key: seen}, cluster().node("n1").view(), [], {}, CONFIG, at(10), place, busy={busy.key}
     )
     assert result.visible == {busy.key: 2} and result.actions == []
+
+
+def test_gpus_two_jobs_are_said_to_share_still_count_twice() -> None:
+    """devicePlugin: the kubelet gave a's pod GPUs 0,1 (planned 2,3); b was planned on 0,1 and its pod is bound
+    but not yet reported. The indices collide; the GPUs cannot: four are taken, whatever their indices."""
+    a, b = job("a", gpus=2), job("b", gpus=2)
+    a_pod = pod(a, 0, node="n1", gpus=(2, 3), phase="Running")
+    b_pod = pod(b, 0, node="n1", gpus=(0, 1), phase="Running")
+    view = cluster().node("n1").holds("n1", "default", "a-0", [0, 1]).with_pods(a_pod, b_pod).view()
+    used = used_gpus(view, [])["n1"]
+    assert len(used) == 4 and {0, 1} <= used
+    # A job is one holder, whatever says so: its pod's report, its plan and its ledger entry overlap freely.
+    plan = PlannedGang(a.key, 1, (("n1", (0, 1)),))
+    assert len(used_gpus(view, [plan, plan])["n1"]) == 4
