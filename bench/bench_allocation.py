@@ -746,7 +746,8 @@ def remaining(report: dict[str, Any]) -> list[str]:
             f"- {side}: {mean:.1f} s against {kube_mean:.1f} s. Queue wait {_f(st['queue']['mean'])} s: the jobs ahead "
             f"being planned one after another ({decisions:.0f} planner calls of {planner * 1000:.1f} ms, "
             f"{decisions * planner:.1f} s in all) and written, {_f(st['passes']['count'], '.0f')} control passes "
-            f"taking {_f(st['passes']['total_s'])} s with their writes; plan to Running {later:.2f} s. The API server "
+            f"taking {_f(st['passes']['total_s'])} s (the writes go out beside them); plan to Running {later:.2f} s. "
+            "The API server "
             f"took {r['api_writes_total']} writes against {kube['api_writes_total']} for kube-scheduler alone "
             f"({(r['api_writes_total'] - kube['api_writes_total']) / jobs:.1f} more per job)."
         )

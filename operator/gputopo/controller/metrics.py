@@ -25,7 +25,7 @@ class Metrics:
         )
         self.pass_seconds = Histogram(
             "gputopo_control_pass_seconds",
-            "Time one control-loop pass took, API calls included.",
+            "Time one control-loop pass took to decide; the writes it starts go out beside the next passes.",
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
@@ -33,6 +33,12 @@ class Metrics:
             "gputopo_queue_length", "TrainingJobs waiting for a placement.", registry=self.registry
         )
         self.jobs = Gauge("gputopo_jobs", "TrainingJobs by phase.", ["phase"], registry=self.registry)
+        self.writing = Gauge(
+            "gputopo_jobs_writing",
+            "TrainingJobs whose writes are going out (or waiting for an API slot), by what the writes are.",
+            ["kind"],
+            registry=self.registry,
+        )
         self.restarts = Counter(
             "gputopo_restarts_total", "Gang re-placements, by reason.", ["reason"], registry=self.registry
         )

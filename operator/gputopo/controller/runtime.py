@@ -218,6 +218,9 @@ class Runtime:
             kind = "placed" if outcome.queued.key in {r.job for r in result.reservations} else "unplaceable"
             self.metrics.placement_seconds.labels(result=kind).observe(outcome.seconds)
         self.metrics.observe_pass(time.perf_counter() - started, result.phases, result.queue_length, result.restarts)
+        self.metrics.writing.labels(kind="placement").set(self.placing)
+        self.metrics.writing.labels(kind="other").set(len(self.writing) - self.placing)
+        self.metrics.writing.labels(kind="report held").set(len(self.reports_held))
         self.passes += 1
         self.last_pass = now
         return result.wake_at
