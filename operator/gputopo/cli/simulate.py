@@ -13,6 +13,7 @@ from rich.progress import Progress, TaskID
 
 from gputopo.cli.errors import CliError, fail, read_yaml
 from gputopo.cli.plan import load_cluster
+from gputopo.control.dra import GpuAllocation
 from gputopo.placement.cluster_file import ClusterFileError, snapshot_to_data, trace_from_data, trace_to_data
 from gputopo.placement.generate import TraceJob, generate_cluster, generate_nvl72_cluster, generate_trace
 from gputopo.placement.policies import POLICIES
@@ -71,6 +72,12 @@ def run(
         "to whole racks; the trace then has 4-GPU workers and some jobs with NVLink slices).",
     ),
     seed: int = typer.Option(0, "--seed"),
+    gpu_allocation: GpuAllocation = typer.Option(
+        GpuAllocation.DRA,
+        "--gpu-allocation",
+        help="Who picks each worker's GPUs within its node, as the operator's setting: dra (gputopo's plan) or "
+        "devicePlugin (the pick of NVIDIA's device plugin, which gputopo then plans with).",
+    ),
 ) -> None:
     """Replay job arrivals and departures against a cluster per policy."""
     if cluster_profile not in ("mixed", "nvl72"):
@@ -107,7 +114,15 @@ def run(
             def advance(done: int, _total: int, task: TaskID = task) -> None:
                 progress.update(task, completed=done)
 
-            report = simulate(snapshot, jobs, name, POLICIES[name], exact=exact, on_event=advance)
+            report = simulate(
+                snapshot,
+                jobs,
+                name,
+                POLICIES[name],
+                exact=exact,
+                on_event=advance,
+                gpu_choice=gpu_allocation.gpu_choice,
+            )
             summaries[name] = report.summary()
     if plot:
         plot_quality(summaries, plot)

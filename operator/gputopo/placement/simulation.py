@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from gputopo.placement.exact import optimum
 from gputopo.placement.generate import TraceJob
-from gputopo.placement.types import Placement, Policy, Request, Snapshot
+from gputopo.placement.types import GpuChoice, Placement, Policy, Request, Snapshot
 
 __all__ = ["JobOutcome", "PolicyReport", "fragmentation", "simulate"]
 
@@ -93,7 +93,10 @@ def simulate(
     *,
     exact: bool = True,
     on_event: Callable[[int, int], None] | None = None,
+    gpu_choice: GpuChoice = GpuChoice.PLANNED,
 ) -> PolicyReport:
+    """Replay the trace's arrivals and departures; ``gpu_choice`` is who picks a worker's GPUs within its node
+    (for the policies that plan them: gputopo's own search, or NVIDIA's device plugin as in devicePlugin mode)."""
     report = PolicyReport(policy_name)
     # The ILP reference does not model multi-node NVLink domains, so on such clusters no optimum is computed.
     exact = exact and not any(snapshot.nvlink_domains)
@@ -118,7 +121,12 @@ def simulate(
         for j in queue:
             job = trace[j]
             request = Request(
-                job.workers, job.gpus_per_worker, name=job.name, same_model=False, slice_size=job.slice_size
+                job.workers,
+                job.gpus_per_worker,
+                name=job.name,
+                same_model=False,
+                slice_size=job.slice_size,
+                gpu_choice=gpu_choice,
             )
             result = policy(snapshot, request)
             if not isinstance(result, Placement):

@@ -1,4 +1,4 @@
-"""`gputopo plan --gpu-allocation`: the GPUs the operator will plan in each mode."""
+"""`gputopo plan` and `gputopo simulate` with `--gpu-allocation`: the GPUs the operator will plan in each mode."""
 
 from __future__ import annotations
 
@@ -46,3 +46,22 @@ def test_device_plugin_mode_plans_the_plugins_own_pick(tmp_path: Path) -> None:
 def test_an_unknown_allocation_mode_is_refused(tmp_path: Path) -> None:
     result = runner.invoke(app, [*_files(tmp_path), "--gpu-allocation", "exact"])
     assert result.exit_code == 2 and "--gpu-allocation" in result.output
+
+
+def test_simulate_plans_with_the_device_plugins_pick_in_that_mode(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump({"nodes": [{"name": "n0", "type": "dgx1-v100", "usedGpus": USED}]}))
+    trace = tmp_path / "trace.yaml"
+    job = {"name": "a", "arrival": 0, "duration": 100, "workers": 1, "gpusPerWorker": 4}
+    trace.write_text(yaml.safe_dump({"jobs": [job]}))
+    base = ["simulate", "--cluster", str(cluster), "--trace", str(trace), "--policy", "gputopo", "--json"]
+
+    def busbw(*extra: str) -> float:
+        result = runner.invoke(app, [*base, *extra])
+        assert result.exit_code == 0, result.output
+        return float(json.loads(result.stdout)["policies"]["gputopo"]["mean_busbw_GBps"])
+
+    _, planned = _gpus(tmp_path)
+    _, picked = _gpus(tmp_path, "--gpu-allocation", "devicePlugin")
+    assert busbw() == busbw("--gpu-allocation", "dra") == planned
+    assert busbw("--gpu-allocation", "devicePlugin") == picked < planned
