@@ -41,6 +41,13 @@ def _reason(t: Transition) -> str:
     return {"link": "Link", "nic": "Nic", "gpu": "Gpu"}.get(kind, "Health") + t.new
 
 
+# After a write that changed the pods reported, the status is written once more this long after, unchanged but
+# for its time: the operator believes a pod's GPUs only from a publication a whole second past the pod's binding
+# (the API server keeps that time in whole seconds), and without this one a report made within the binding's
+# second would wait for the heartbeat.
+CONFIRM_PODS_AFTER_S = 1.1
+
+
 class Publisher:
     def __init__(
         self,
@@ -68,6 +75,8 @@ class Publisher:
         self._labels: dict[str, str] | None = None
         self._labels_key: tuple[object, ...] | None = None  # the poll the written labels summarise
         self._written_at = float("-inf")
+        self._pods: tuple[object, ...] | None = None  # the pods of the last status written
+        self._confirm_at: float | None = None  # when to write the status again after a change of its pods
         self._events: list[Transition] = []
 
     @property
@@ -88,8 +97,13 @@ class Publisher:
             or poll.transitions
             or poll.key != self._key
             or poll.key != self._labels_key
-            or now - self._written_at >= self.heartbeat_s
+            or self._status_due(now)
         )
+
+    def _status_due(self, now: float) -> bool:
+        """A heartbeat, or the confirmation of a change of the pods."""
+        confirm = self._confirm_at is not None and now >= self._confirm_at
+        return confirm or now - self._written_at >= self.heartbeat_s
 
     def _defer_to_gfd(self, labels: dict[str, str]) -> dict[str, str]:
         """GPU Feature Discovery's clique label, when another manager set it, is read, never overwritten: the
@@ -117,14 +131,17 @@ class Publisher:
         now = self.clock()
         if not self.needs(poll, now):
             return False
-        due = poll.key != self._key or now - self._written_at >= self.heartbeat_s
+        due = poll.key != self._key or self._status_due(now)
         labels = node_labels(poll.topology) if poll.key != self._labels_key else self._labels
         try:
             if self.node_uid is None:
                 self.node_uid = self.kube.node_uid(self.node)
             if due:
                 self.kube.apply_node_topology(self.node, self.node_uid, poll.status().to_api())
-                self._key, self._written_at = poll.key, now
+                pods = tuple((p.namespace, p.name, tuple(p.gpus)) for p in poll.pods)
+                changed = self._pods is not None and pods != self._pods
+                self._confirm_at = now + CONFIRM_PODS_AFTER_S if changed else None
+                self._key, self._written_at, self._pods = poll.key, now, pods
             if self.driver is not None:
                 self.driver.publish(self.node, self.node_uid, poll.topology)
             if labels is not None and labels != self._labels:

@@ -18,10 +18,10 @@ from gputopo.api.labels import (
     LABEL_NIC_RATE,
     LABEL_NVLINK_DOMAIN,
 )
-from gputopo.api.nodetopology import NodeTopologyStatus
+from gputopo.api.nodetopology import NodeTopologyStatus, PodGpus
 from gputopo_probe.errors import ApiError
 from gputopo_probe.publish.labels import node_labels
-from gputopo_probe.publish.publisher import Publisher
+from gputopo_probe.publish.publisher import CONFIRM_PODS_AFTER_S, Publisher
 
 
 class RecordingKube:
@@ -203,3 +203,26 @@ def test_labels_are_retried_after_a_failed_label_write(fake_probe: ProbeFactory)
     clock.now += 5
     assert publisher.publish(probe.poll())
     assert len(kube.labels) == 1 and len(kube.statuses) == 1, "the status was written; only the labels were due"
+
+
+def test_a_change_of_the_pods_is_published_again_a_second_later(fake_probe: ProbeFactory) -> None:
+    """The operator believes a pod's GPUs from a publication a whole second past its binding: a report made
+    within the binding's second is confirmed by the next one, not left for the heartbeat."""
+    held: list[PodGpus] = []
+    probe, _, _ = fake_probe(hgx(), down_after=1, up_after=1, pods=lambda: list(held))
+    kube, clock = RecordingKube(), Clock()
+    publisher = Publisher(kube, "node-1", heartbeat_s=60, clock=clock)
+    assert publisher.publish(probe.poll())
+    held.append(PodGpus(namespace="ns", name="job-0", gpus=[0, 1]))
+    clock.now += 0.3
+    assert publisher.publish(probe.poll())  # the change itself
+    clock.now += 0.5
+    assert not publisher.publish(probe.poll())
+    clock.now += CONFIRM_PODS_AFTER_S
+    assert publisher.publish(probe.poll())  # the confirmation, same pods
+    assert kube.statuses[-1]["pods"] == kube.statuses[-2]["pods"]
+    assert kube.statuses[-1]["observedAt"] != kube.statuses[-2]["observedAt"]
+    for _ in range(5):
+        clock.now += 2
+        assert not publisher.publish(probe.poll())  # then only the heartbeat
+    assert len(kube.statuses) == 3
