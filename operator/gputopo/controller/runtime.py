@@ -20,9 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import IntEnum
-from typing import Any
 
-from gputopo.api.group import ANNOTATION_PLACEMENT_GENERATION
 from gputopo.control.actions import EventNote, JobActions
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.ledger import Ledger, PlannedGang
@@ -333,10 +331,9 @@ class Runtime:
                 await asyncio.gather(
                     *(client.ungate(namespace, pod) for pod in (*actions.ungate, *actions.ungate_once_created))
                 )
-                if actions.pods:
-                    to_show = _generation_of(actions.pods[0])
-                elif actions.ungate and job.status.placement is not None:
-                    to_show = job.status.placement.generation
+                placement = (actions.status or job.status).placement  # the pods' generation is the status's
+                if (actions.pods or actions.ungate) and placement is not None:
+                    to_show = placement.generation
                 if actions.delete_job:
                     await client.delete_job(namespace, name)
         except ApiError as exc:
@@ -356,10 +353,3 @@ def _shown_ungated(job: JobFacts, pods: Sequence[PodFacts], generation: int) -> 
     if shown is None or shown < generation:
         return False
     return not any(p.gated for p in pods if p.generation == shown and p.owner_uid == job.uid)
-
-
-def _generation_of(pod: Mapping[str, Any]) -> int | None:
-    try:
-        return int(pod["metadata"]["annotations"][ANNOTATION_PLACEMENT_GENERATION])
-    except (KeyError, TypeError, ValueError):
-        return None
