@@ -7,6 +7,7 @@ NodeTopology objects appear within seconds. Only the fault directory is re-read 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import threading
 from dataclasses import dataclass
@@ -121,7 +122,8 @@ def run_farm(args: argparse.Namespace) -> int:
     for spec in specs:
         if spec.key not in topologies:
             topologies[spec.key] = farm_topology(spec)
-        allocators[spec.node] = FakeAllocator(topologies[spec.key], mode)
+        unhealthy = functools.partial(faults.xid_gpus, spec.node) if faults else frozenset
+        allocators[spec.node] = FakeAllocator(topologies[spec.key], mode, unhealthy)
     runner = Runner(args.interval or 1.0, Metrics(), publish_workers=8, confirm_s=args.confirm_interval)
     watch = PodWatch(kube, allocators).start()
 

@@ -57,7 +57,8 @@ def serve_single(args: argparse.Namespace, node: str, nvml: Nvml, sysfs: Sysfs, 
         from gputopo_probe.fake.allocation import FakeAllocator
         from gputopo_probe.fake.podwatch import PodWatch
 
-        allocator = FakeAllocator(fake.topology, args.fake_allocation)
+        nvml_of_node = fake.nvml
+        allocator = FakeAllocator(fake.topology, args.fake_allocation, lambda: set(nvml_of_node.xid))
         watch = PodWatch(kube, {node: allocator}, node=node).start()
         pods = allocator.pods
     probe = Probe(

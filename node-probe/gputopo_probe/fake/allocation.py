@@ -4,12 +4,15 @@
 to the device plugin's choice. ``device-plugin``: ignore the plan, as NVIDIA's device plugin does. The
 device plugin's choice is the operator's own model of it (``gputopo.topology.device_plugin``: go-gpuallocator's
 best-effort policy on the node's free GPUs), so a sandbox in this mode shows what the operator predicts.
+
+In both modes a GPU the device plugin reports Unhealthy (one with an XID, as the fake device plugin of a kind
+node reports it) is never handed out: the kubelet allocates only healthy devices.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final, Literal
 
 from gputopo.api.gpus import GpuCountError, pod_gpus
@@ -52,14 +55,22 @@ def _key(pod: Mapping[str, Any]) -> tuple[str, str, str]:
 class FakeAllocator:
     """The fake kubelet device manager of one node: pods in, GPU indices out; thread-safe."""
 
-    def __init__(self, topology: Topology, mode: AllocationMode = "plan") -> None:
+    def __init__(
+        self,
+        topology: Topology,
+        mode: AllocationMode = "plan",
+        unhealthy: Callable[[], Collection[int]] = frozenset,
+    ) -> None:
         self.topology = topology
         self.mode = mode
+        self.unhealthy = unhealthy
+        """The GPU indices the device plugin reports Unhealthy now; read at each allocation."""
         self._held: dict[tuple[str, str, str], list[int]] = {}  # (namespace, name, uid) -> GPUs
         self._lock = threading.Lock()
 
     def free(self) -> list[int]:
-        used = {g for gpus in self._held.values() for g in gpus}
+        """The GPUs the kubelet may hand out: healthy, and held by no pod."""
+        used = {g for gpus in self._held.values() for g in gpus} | set(self.unhealthy())
         return [g.index for g in self.topology.gpus if g.index not in used]
 
     def observe(self, event: str, pod: Mapping[str, Any]) -> None:

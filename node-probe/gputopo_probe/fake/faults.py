@@ -100,6 +100,14 @@ class FaultStore:
         self._cache[node] = (stamp, faults)
         return faults
 
+    def xid_gpus(self, node: str) -> frozenset[int]:
+        """The node's GPUs with an XID: those a device plugin reports Unhealthy; none while the file is unreadable."""
+        try:
+            faults = self.read(node)
+        except FaultStoreError:
+            return frozenset()
+        return frozenset(i for i, g in faults.gpus.items() if g.xid is not None)
+
     # -- writing -------------------------------------------------------------------------------------------
 
     @contextlib.contextmanager

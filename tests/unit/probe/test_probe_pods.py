@@ -16,6 +16,7 @@ from gputopo.topology.catalog import load_node_type
 from gputopo_probe.discovery.gpus import dra_device_names
 from gputopo_probe.errors import PodResourcesError
 from gputopo_probe.fake.allocation import FakeAllocator
+from gputopo_probe.fake.faults import FaultStore
 from gputopo_probe.fake.node import FakeNode
 from gputopo_probe.nvml import Nvml
 from gputopo_probe.podresources import api_pb2
@@ -100,6 +101,29 @@ def test_device_plugin_mode_takes_the_free_nvlink_pair_and_holds_nothing_when_sh
     allocator.observe("ADDED", pod("b", 2))
     allocator.observe("ADDED", pod("c", 2))
     assert [(p.name, p.gpus) for p in allocator.pods()] == [("a", [0]), ("b", [2, 3])]
+
+
+@pytest.mark.parametrize("mode", ["plan", "device-plugin"])
+def test_a_gpu_the_device_plugin_reports_unhealthy_is_never_handed_out(mode: Any) -> None:
+    """The kubelet allocates only healthy devices: neither a plan naming a GPU with an XID nor the plugin's own
+    pick may include it, and it is free again once healthy."""
+    unhealthy = {0}
+    allocator = FakeAllocator(hgx(), mode, lambda: unhealthy)
+    allocator.observe("ADDED", pod("a", 2, "0,1"))
+    assert 0 not in allocator.pods()[0].gpus
+    assert 0 not in allocator.free()
+    unhealthy.clear()
+    assert 0 in allocator.free()
+
+
+def test_the_fault_store_names_the_gpus_with_an_xid(tmp_path: Path) -> None:
+    store = FaultStore(tmp_path)
+    store.gpu("node-1", 3, xid=79)
+    store.gpu("node-1", 5, hot=True)
+    assert store.xid_gpus("node-1") == {3}
+    assert store.xid_gpus("node-2") == set()
+    store.path("node-1").write_text("{not json")
+    assert store.xid_gpus("node-1") == set()
 
 
 class Lister(grpc.GenericRpcHandler):  # type: ignore[misc]
