@@ -230,12 +230,11 @@ class Sandbox:
                 "kubectlBinary": str(b.kubectl),
                 "kwokControllerBinary": str(b.path("kwok")),
             },
+            # kube-controller-manager keeps kwokctl's node-monitor grace period (200 s, its heartbeat factor
+            # of 5 on 40 s): kwok renews each node's Lease only every 50 s (a quarter of its 200 s duration),
+            # so a shorter grace marks every node Unknown and taints it between two renewals, and kwok then
+            # writes each one Ready again. A node fault needs no grace: it writes Ready False itself.
             "componentsPatches": [
-                {
-                    # Let NotReady nodes be noticed within seconds, not minutes.
-                    "name": "kube-controller-manager",
-                    "extraArgs": [{"key": "node-monitor-grace-period", "value": "20s"}],
-                },
                 {
                     # kwok manages only nodes carrying its annotation, so a node fault can take the
                     # simulated kubelet away from one node (see sandbox.faults).
