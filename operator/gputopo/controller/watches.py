@@ -21,7 +21,7 @@ from gputopo.api.group import GROUP, VERSION
 from gputopo.control.dra import ClaimFacts, DraView, SliceFacts, claim_facts, slice_facts
 from gputopo.control.facts import NodeFacts, TopologyFacts, node_facts, parse_time
 from gputopo.control.quarantine import Quarantine
-from gputopo.control.topologies import carry_pod_since, content_digest, topology_facts
+from gputopo.control.topologies import Digests, carry_pod_since, content_digests, topology_facts, with_pods
 from gputopo.controller.client import KubeClient, resource_path
 from gputopo.controller.reflector import Reflector
 
@@ -41,7 +41,7 @@ class ClusterWatches:
         dra: bool = False,
     ) -> None:
         self.quarantine = quarantine
-        self._digests: dict[str, bytes] = {}
+        self._digests: dict[str, Digests] = {}
         self.nodes: Reflector[NodeFacts] = Reflector(
             client, "Nodes", "/api/v1/nodes", self._node, on_change=poke, page_size=page_size
         )
@@ -93,14 +93,19 @@ class ClusterWatches:
     def _topology(self, name: str, obj: Mapping[str, Any], before: TopologyFacts | None) -> TopologyFacts:
         status = obj.get("status")
         status = status if isinstance(status, Mapping) else {}
-        digest = content_digest(status)
-        if before is not None and self._digests.get(name) == digest:
+        digests = content_digests(status)
+        known = self._digests.get(name) if before is not None else None
+        if before is not None and known == digests:
             # Same content: keep the facts (and the time the content last changed); note the publication.
             return replace(before, seen_at=parse_time(status.get("observedAt")) or before.seen_at)
-        facts = topology_facts({"metadata": {"name": name}, "status": dict(status)})
+        facts = None
+        if before is not None and before.topology is not None and known is not None and known[0] == digests[0]:
+            facts = with_pods(before, status)  # only the pods changed: the same model object
+        if facts is None:
+            facts = topology_facts({"metadata": {"name": name}, "status": dict(status)})
         now = datetime.now(UTC)
         facts = replace(carry_pod_since(before, facts, now), seen_at=facts.observed_at)
-        self._digests[name] = digest
+        self._digests[name] = digests
         if facts.topology is not None:
             self.quarantine.observe(name, facts.topology, now)
         if facts.error:
