@@ -27,18 +27,22 @@ class NodeOffer:
     """What one node class offers: for m = 1..capacity workers, their groups and what they reach.
 
     ``groups[m-1]`` are the m groups (bit masks) the engine would take; ``intra[m-1]`` the estimated bus
-    bandwidth of their union; ``inter[m-1]`` the GB/s their nearest NICs carry off the node.
+    bandwidth of their union; ``inter[m-1]`` the GB/s their nearest NICs carry off the node, worked out only
+    when asked (only a gang across nodes asks; the scores keep each union's figure).
     """
 
     scores: NodeScores
     groups: tuple[tuple[int, ...], ...]
     intra: tuple[float, ...]
-    inter: tuple[float, ...]
     free: int
 
     @property
     def capacity(self) -> int:
         return len(self.groups)
+
+    @property
+    def inter(self) -> tuple[float, ...]:
+        return tuple(self.scores.inter(sum(groups)) for groups in self.groups)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +93,6 @@ def _offer(scores: NodeScores, free: int, k: int, intra: IntraNode) -> NodeOffer
     fewest NUMA nodes and nearest-NIC sets, then the lowest indices."""
     groups: list[tuple[int, ...]] = []
     intra_bw: list[float] = []
-    inter_bw: list[float] = []
     splits: dict[int, tuple[int, ...] | None] = {}
     for m in range(1, free.bit_count() // k + 1):
         best: tuple[float, tuple[tuple[float, ...], ...], int, int, int] | None = None
@@ -107,8 +110,7 @@ def _offer(scores: NodeScores, free: int, k: int, intra: IntraNode) -> NodeOffer
             break  # m workers do not fit, so neither do more
         groups.append(chosen)
         intra_bw.append(scores.intra(union_of_best))
-        inter_bw.append(scores.inter(union_of_best))
-    return NodeOffer(scores, tuple(groups), tuple(intra_bw), tuple(inter_bw), free.bit_count())
+    return NodeOffer(scores, tuple(groups), tuple(intra_bw), free.bit_count())
 
 
 def _device_plugin_offer(scores: NodeScores, free: int, k: int, intra: IntraNode) -> NodeOffer:
@@ -117,7 +119,6 @@ def _device_plugin_offer(scores: NodeScores, free: int, k: int, intra: IntraNode
     the m-th worker would not get GPUs the gang accepts."""
     groups: list[tuple[int, ...]] = []
     intra_bw: list[float] = []
-    inter_bw: list[float] = []
     taken: tuple[int, ...] = ()
     left = free
     for _ in range(free.bit_count() // k):
@@ -130,8 +131,7 @@ def _device_plugin_offer(scores: NodeScores, free: int, k: int, intra: IntraNode
         taken, left = (*taken, group), left & ~group
         groups.append(taken)
         intra_bw.append(scores.intra(free & ~left))
-        inter_bw.append(scores.inter(free & ~left))
-    return NodeOffer(scores, tuple(groups), tuple(intra_bw), tuple(inter_bw), free.bit_count())
+    return NodeOffer(scores, tuple(groups), tuple(intra_bw), free.bit_count())
 
 
 _BUILDERS = {GpuChoice.PLANNED: _offer, GpuChoice.DEVICE_PLUGIN: _device_plugin_offer}
