@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -150,3 +151,32 @@ def test_up_with_another_shape_is_refused(sandbox: SandboxHandle) -> None:
     with pytest.raises(SandboxError, match="already up"):
         sandbox.sandbox.up(nodes=len(sandbox.nodes) + 1, probes=False)
     assert sandbox.sandbox.status().running
+
+
+def _arg(argv: list[str], flag: str) -> str | None:
+    return next((a.split("=", 1)[1] for a in argv if a.startswith(f"--{flag}=")), None)
+
+
+def _seconds(duration: str) -> float:
+    """A Go duration ("3m20s", "20s", "1h0m0s") in seconds."""
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", duration)
+    assert "".join(n + u for n, u in parts) == duration, duration
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+def test_kwok_renews_node_leases_well_within_the_node_monitor_grace(sandbox: SandboxHandle) -> None:
+    """A kubelet renews its Lease every quarter of its duration; kube-controller-manager marks a node Unknown
+    (and taints it) when none came for its grace period. kwokctl's resolved configuration must leave room for
+    two renewals in the grace, or every node flaps between renewals."""
+    docs = list(yaml.safe_load_all((sandbox.sandbox.cluster_dir / "kwok.yaml").read_text()))
+    cluster = next(d for d in docs if d and d.get("kind") == "KwokctlConfiguration")
+    argv = {c["name"]: [*c.get("args", [])] for c in cluster["components"]}
+    lease = _arg(argv["kwok-controller"], "node-lease-duration-seconds")
+    grace = _arg(argv["kube-controller-manager"], "node-monitor-grace-period")
+    assert lease is not None and grace is not None
+    assert 2 * float(lease) / 4 < _seconds(grace)
+    kwok = next(d for d in docs if d and d.get("kind") == "KwokConfiguration")
+    assert kwok["options"]["podPlayStageParallelism"] >= 32
+    tainted = [n["metadata"]["name"] for n in sandbox.get_json("nodes")["items"] if n["spec"].get("taints")]
+    assert tainted == []

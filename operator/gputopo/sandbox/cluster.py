@@ -31,6 +31,8 @@ __all__ = ["DEFAULT_NAME", "FAKE_ALLOCATIONS", "Sandbox", "SandboxStatus"]
 DEFAULT_NAME = "gputopo"
 # The fake probes' pod GPUs (gputopo-probe --fake-allocation): the plan, or the device plugin's choice.
 FAKE_ALLOCATIONS = ("plan", "device-plugin")
+# Bound pods kwok starts at once (its default is 4 for all nodes).
+KWOK_POD_PARALLELISM = 32
 
 # NVIDIA's DRA driver installs this DeviceClass of whole GPUs (its Helm chart's deviceclass-gpu.yaml).
 DEVICE_CLASS = {
@@ -202,7 +204,7 @@ class Sandbox:
             self._kwokctl("start", "cluster", "--wait", "3m")
             return
         config = self.dir / "kwokctl.yaml"
-        config.write_text(yaml.safe_dump(self._kwokctl_config(), sort_keys=False))
+        config.write_text(yaml.safe_dump_all(self._kwokctl_config(), sort_keys=False))
         _log(f"creating cluster {self.name!r} (Kubernetes {KUBE_VERSION}, binary runtime) ...")
         t0 = time.monotonic()
         self._kwokctl(
@@ -211,9 +213,9 @@ class Sandbox:
         )  # fmt: skip
         _log(f"control plane up in {time.monotonic() - t0:.1f} s")
 
-    def _kwokctl_config(self) -> dict[str, Any]:
+    def _kwokctl_config(self) -> list[dict[str, Any]]:
         b = self.bins
-        return {
+        cluster = {
             "kind": "KwokctlConfiguration",
             "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
             "options": {
@@ -246,6 +248,23 @@ class Sandbox:
                 },
             ],
         }
+        # kwok starts bound pods with 4 workers for all its nodes by default, where each real kubelet starts
+        # its own pods: under load the 4 fall behind (a backlog of seconds in a burst of 300 pods). kwokctl
+        # hands this document to kwok as it is, not defaulted: the other options are kwok's own defaults.
+        simulator = {
+            "kind": "KwokConfiguration",
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "options": {
+                "podPlayStageParallelism": KWOK_POD_PARALLELISM,
+                "nodePlayStageParallelism": 4,
+                "nodeLeaseParallelism": 4,
+                "podsOnNodeSyncParallelism": 1,
+                "enableDebuggingHandlers": True,
+                "enableProfilingHandler": True,
+                "enablePodsOnNodeSyncListPager": True,
+            },
+        }
+        return [cluster, simulator]
 
     def _crd_documents(self) -> str:
         docs = [crdgen.render(crd) for crd in crdgen.crds().values()]
