@@ -102,6 +102,7 @@ class Runtime:
     placing: int = 0  # gangs whose writes are going out
     # Jobs whose reports wait for the gangs' writes: since when (monotonic).
     reports_held: dict[JobKey, float] = field(default_factory=dict)
+    report_timer: asyncio.TimerHandle | None = None  # the one poke due when the oldest report held is due
     passes: int = 0
     last_pass: datetime | None = None
 
@@ -156,6 +157,8 @@ class Runtime:
 
     async def drain(self) -> None:
         """Let the writes and Events still going out finish, for a while; cancel what is left."""
+        if self.report_timer is not None:
+            self.report_timer.cancel()
         pending = {*self.writing.values(), *self.events_in_flight}
         if not pending:
             return
@@ -245,8 +248,19 @@ class Runtime:
         for key in [k for k in self.reports_held if k not in acting and k not in self.writing]:
             del self.reports_held[key]  # nothing to report any more (or the job is gone)
         if self.reports_held:
-            oldest = min(self.reports_held.values())
-            asyncio.get_running_loop().call_later(max(0.0, oldest + REPORT_DELAY_SECONDS - clock), self.poke)
+            self._poke_when_reports_due(min(self.reports_held.values()) + REPORT_DELAY_SECONDS - clock)
+
+    def _poke_when_reports_due(self, delay: float) -> None:
+        """One timed poke for the reports held, not one more per pass while they wait: a pending one that
+        comes no later (within a few milliseconds: the two clocks are read apart) is kept."""
+        loop = asyncio.get_running_loop()
+        when = loop.time() + max(0.0, delay)
+        timer = self.report_timer
+        if timer is not None and not timer.cancelled() and loop.time() <= timer.when() <= when + 0.005:
+            return
+        if timer is not None:
+            timer.cancel()
+        self.report_timer = loop.call_at(when, self.poke)
 
     def _start(self, actions: JobActions, job: JobFacts, plan: PlannedGang | None = None) -> None:
         """Start one job's writes (status, then Service and claims, pods, gates) without waiting for them.
