@@ -554,7 +554,8 @@ def run(args: argparse.Namespace, trace: Sequence[Job]) -> dict[str, Any]:
             else:
                 out[side] = operator_side(side, box, trace, args)
         finally:
-            box.down()
+            if not args.keep:
+                box.down()
     return out
 
 
@@ -835,6 +836,7 @@ def main() -> int:
     parser.add_argument("--sides", default=",".join(SIDES), help="which of " + ", ".join(SIDES))
     parser.add_argument("--out", default="allocation", help="report name under bench/reports/")
     parser.add_argument("--before", default=None, help="an earlier report's JSON, shown side by side")
+    parser.add_argument("--keep", action="store_true", help="leave each side's sandbox up, to look into it after")
     parser.add_argument("--code", default=None, help="what code this run measures (a commit, say), for the report")
     args = parser.parse_args()
 
