@@ -18,6 +18,7 @@ from gputopo.control.lifecycle import TERMINAL, Config, JobStep, settle, step, u
 from gputopo.control.quarantine import Quarantine
 from gputopo.control.queue import Outcome, QueuedJob, drain
 from gputopo.control.view import ClusterView, build_snapshot
+from gputopo.placement.cache import PlacementCache
 from gputopo.placement.types import Placement, Policy, Request
 
 __all__ = ["Pass", "planned_from_status", "run_pass", "shown_generation"]
@@ -82,6 +83,7 @@ def run_pass(
     placements_per_pass: int | None = None,
     busy: Collection[JobKey] = frozenset(),
     on_placed: Callable[[JobActions, PlannedGang], None] | None = None,
+    cache: PlacementCache | None = None,
 ) -> Pass:
     """With ``restarts_first``, a pass that restarts a gang places nothing: it records the restarts at once
     and asks to run again right away (``wake_at`` now), when the waiting jobs are placed. ``refused`` holds
@@ -95,7 +97,9 @@ def run_pass(
 
     ``on_placed`` is handed each placed job's actions (its new status among them) and plan as soon as the job
     is placed, so its writes can start while the queue behind it is still being planned; those actions are
-    then not in the pass's ``actions`` (their plans are in ``reservations``)."""
+    then not in the pass's ``actions`` (their plans are in ``reservations``).
+
+    ``cache`` is the placement cache of earlier passes (``build_snapshot``)."""
     out = Pass()
     steps: dict[JobKey, JobStep] = {}
     queued: list[QueuedJob] = []
@@ -141,7 +145,7 @@ def run_pass(
     elif queued:
         statuses = [*((k, s.status) for k, s in steps.items()), *((k, job.status) for k, job in waiting)]
         plans = [*ledger, *planned_from_status(statuses)]
-        snapshot = build_snapshot(view, plans, config.tiers, quarantine, now)
+        snapshot = build_snapshot(view, plans, config.tiers, quarantine, now, cache)
 
         def settled(outcome: Outcome) -> None:
             key = outcome.queued.key

@@ -26,6 +26,7 @@ from gputopo.control.dra import DraView
 from gputopo.control.facts import NodeFacts, PodFacts, TopologyFacts
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.quarantine import Quarantine
+from gputopo.placement.cache import PlacementCache
 from gputopo.placement.types import NodeInfo, Snapshot, TierConfig
 
 __all__ = ["ClusterView", "build_snapshot", "used_gpus"]
@@ -116,8 +117,10 @@ def build_snapshot(
     tiers: TierConfig,
     quarantine: Quarantine | None = None,
     now: datetime | None = None,
+    cache: PlacementCache | None = None,
 ) -> Snapshot:
-    """GPU nodes that have both a Node and a readable NodeTopology, in name order."""
+    """GPU nodes that have both a Node and a readable NodeTopology, in name order; ``cache`` carries what
+    was worked out for an earlier snapshot of the same models (see ``PlacementCache``)."""
     used = used_gpus(view, planned)
     infos: list[NodeInfo] = []
     for name in sorted(view.topologies):
@@ -139,4 +142,4 @@ def build_snapshot(
                 driver_version=topology.system.driver_version,
             )
         )
-    return Snapshot(infos, tiers)
+    return Snapshot(infos, tiers, cache)

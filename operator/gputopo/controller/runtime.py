@@ -34,6 +34,7 @@ from gputopo.controller.errors import ApiError
 from gputopo.controller.gate import PriorityGate
 from gputopo.controller.metrics import Metrics
 from gputopo.controller.settings import OperatorSettings
+from gputopo.placement.cache import PlacementCache
 from gputopo.placement.types import Policy
 
 __all__ = ["REFUSED", "Priority", "Runtime", "World", "retry_delay"]
@@ -47,6 +48,8 @@ logger = logging.getLogger("gputopo.controller")
 REFUSED = frozenset({400, 422})
 # Jobs applied at once: the API concurrency divided by this (a gang's pods go out together within its job).
 JOB_CONCURRENCY_SHARE = 4
+# Entries the placement cache may hold before a pass starts a new one: some tens of MB at most.
+PLACEMENT_CACHE_ENTRIES = 200_000
 DRAIN_SECONDS = 5.0  # how long a stopping loop lets the writes and Events still going out finish
 # A job whose pods were created or ungated stays busy until the watch shows them so, or this long at most.
 SHOWN_WITHIN_SECONDS = 10.0
@@ -105,6 +108,8 @@ class Runtime:
     report_timer: asyncio.TimerHandle | None = None  # the one poke due when the oldest report held is due
     passes: int = 0
     last_pass: datetime | None = None
+    # What passes worked out about the nodes' models, for the next pass (started anew past its bound).
+    placement_cache: PlacementCache = field(default_factory=PlacementCache)
 
     @property
     def config(self) -> Config:
@@ -190,6 +195,8 @@ class Runtime:
         def placed(actions: JobActions, plan: PlannedGang) -> None:
             loop.call_soon_threadsafe(self._start, actions, jobs[actions.job], plan)
 
+        if self.placement_cache.size() > PLACEMENT_CACHE_ENTRIES:
+            self.placement_cache = PlacementCache()
         result = await asyncio.to_thread(
             run_pass,
             jobs,
@@ -208,6 +215,7 @@ class Runtime:
             placements_per_pass=self.settings.placements_per_pass,
             busy=busy,
             on_placed=placed,
+            cache=self.placement_cache,
         )
         self.ledger.prune(result.visible)
         hold = timedelta(seconds=2 * self.settings.unschedulable_timeout_seconds)

@@ -161,7 +161,9 @@ class Snapshot:
 
     __slots__ = ("_cache", "_domains", "_index", "_nodes", "_nvlink", "tiers")
 
-    def __init__(self, nodes: Iterable[NodeInfo], tiers: TierConfig = DEFAULT_TIERS) -> None:
+    def __init__(
+        self, nodes: Iterable[NodeInfo], tiers: TierConfig = DEFAULT_TIERS, cache: PlacementCache | None = None
+    ) -> None:
         self._nodes: tuple[NodeInfo, ...] = tuple(nodes)
         self._index: dict[str, int] = {n.name: i for i, n in enumerate(self._nodes)}
         if len(self._index) != len(self._nodes):
@@ -169,8 +171,10 @@ class Snapshot:
         self.tiers = tiers
         self._domains: tuple[tuple[str, ...], ...] | None = None
         self._nvlink: tuple[str, ...] | None = None
-        # Derived data keyed on (topology identity, free set, …); valid across reserve/release.
-        self._cache = PlacementCache()
+        # Derived data keyed on (topology identity, free set, …); valid across reserve/release, and across
+        # snapshots given the same cache.
+        self._cache = cache if cache is not None else PlacementCache()
+        self._cache.keep(n.topology for n in self._nodes)
 
     @classmethod
     def _derive(cls, parent: Snapshot, nodes: tuple[NodeInfo, ...]) -> Snapshot:

@@ -50,6 +50,10 @@ class Memo:
             found = self._tables[table] = {}
         return found
 
+    def size(self) -> int:
+        """Rows in all tables."""
+        return sum(len(rows) for rows in self._tables.values())
+
 
 class SharedTable(Generic[K, V]):
     """A bounded table shared by owners with equal content, least recently used out first; thread-safe."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from gputopo.api.nodetopology import PodGpus
+from gputopo.api.nodetopology import GpuHealthState, PodGpus
 from gputopo.control.quarantine import Quarantine
 from gputopo.controller.client import KubeClient
 from gputopo.controller.watches import ClusterWatches
@@ -15,7 +15,7 @@ from gputopo.topology.convert import to_status
 def published(pods: list[dict[str, Any]], at: str, *, hot_gpu: int | None = None) -> dict[str, Any]:
     topology = load_node_type("hgx-h100")
     if hot_gpu is not None:
-        topology = topology.with_gpu_health(hot_gpu, "Unhealthy", "too hot")
+        topology = topology.with_gpu_health(hot_gpu, GpuHealthState.UNHEALTHY, "too hot")
     status = to_status(topology).model_dump(mode="json", by_alias=True, exclude_none=True)
     return {"metadata": {"name": "n1"}, "status": {**status, "observedAt": at, "pods": pods}}
 
