@@ -41,11 +41,21 @@ def _reason(t: Transition) -> str:
     return {"link": "Link", "nic": "Nic", "gpu": "Gpu"}.get(kind, "Health") + t.new
 
 
-# After a write that changed the pods reported, the status is written once more this long after, unchanged but
-# for its time: the operator believes a pod's GPUs only from a publication a whole second past the pod's binding
-# (the API server keeps that time in whole seconds), and without this one a report made within the binding's
-# second would wait for the heartbeat.
+# The operator believes a pod's GPUs only from a publication a whole second past the pod's binding (the API
+# server keeps that time in whole seconds). So a new pod is published this long after the probe first saw it,
+# not at once: a write at once would be one the operator cannot believe, followed by the one it can (on a
+# cluster's API server a NodeTopology write costs several times a pod's). A write that happens sooner anyway
+# (a pod gone, a reading changed) is written once more this long after its newest pod was first seen.
 CONFIRM_PODS_AFTER_S = 1.1
+
+
+def _readings(key: tuple[object, ...]) -> tuple[object, ...]:
+    return key[:-1]  # ``Poll.key`` ends with the pods
+
+
+def _pods(key: tuple[object, ...]) -> frozenset[object]:
+    pods = key[-1]
+    return frozenset(pods) if isinstance(pods, tuple) else frozenset()
 
 
 class Publisher:
@@ -75,8 +85,8 @@ class Publisher:
         self._labels: dict[str, str] | None = None
         self._labels_key: tuple[object, ...] | None = None  # the poll the written labels summarise
         self._written_at = float("-inf")
-        self._pods: tuple[object, ...] | None = None  # the pods of the last status written
         self._confirm_at: float | None = None  # when to write the status again after a change of its pods
+        self._new_pods: dict[object, float] = {}  # pods not yet written, and when each was first seen
         self._events: list[Transition] = []
 
     @property
@@ -95,13 +105,28 @@ class Publisher:
         return bool(
             self._events
             or poll.transitions
-            or poll.key != self._key
+            or self._changed(poll, now)
             or poll.key != self._labels_key
             or self._status_due(now)
         )
 
+    def _changed(self, poll: Poll, now: float) -> bool:
+        """Whether the status is to be written for what changed: at once, unless the only change is new
+        pods; those are written once the first seen of them was seen ``CONFIRM_PODS_AFTER_S`` ago."""
+        if poll.key == self._key:
+            self._new_pods.clear()
+            return False
+        before = _pods(self._key) if self._key is not None else frozenset()
+        pods = _pods(poll.key)
+        self._new_pods = {pod: self._new_pods.get(pod, now) for pod in pods - before}
+        if self._key is None or _readings(poll.key) != _readings(self._key):
+            return True
+        if not before <= pods:
+            return True  # a pod gone (or its GPUs changed): its GPUs are free, say so now
+        return now >= min(self._new_pods.values()) + CONFIRM_PODS_AFTER_S
+
     def _status_due(self, now: float) -> bool:
-        """A heartbeat, or the confirmation of a change of the pods."""
+        """A heartbeat, or the confirmation of a write made before its newest pods were old enough."""
         confirm = self._confirm_at is not None and now >= self._confirm_at
         return confirm or now - self._written_at >= self.heartbeat_s
 
@@ -126,27 +151,31 @@ class Publisher:
         return deferred
 
     def publish(self, poll: Poll) -> bool:
-        """Write what changed; True when the API was written. Failures wait for the backoff."""
+        """Write what is due; True when the API was written. Failures wait for the backoff."""
         self.queue_events(poll.transitions)
         now = self.clock()
         if not self.needs(poll, now):
             return False
-        due = poll.key != self._key or self._status_due(now)
+        due = self._changed(poll, now) or self._status_due(now)
         labels = node_labels(poll.topology) if poll.key != self._labels_key else self._labels
+        wrote = False
         try:
             if self.node_uid is None:
                 self.node_uid = self.kube.node_uid(self.node)
             if due:
                 self.kube.apply_node_topology(self.node, self.node_uid, poll.status().to_api())
-                pods = tuple((p.namespace, p.name, tuple(p.gpus)) for p in poll.pods)
-                changed = self._pods is not None and pods != self._pods
-                self._confirm_at = now + CONFIRM_PODS_AFTER_S if changed else None
-                self._key, self._written_at, self._pods = poll.key, now, pods
+                wrote = True
+                newest = max(self._new_pods.values(), default=None)
+                young = newest is not None and now < newest + CONFIRM_PODS_AFTER_S
+                self._confirm_at = newest + CONFIRM_PODS_AFTER_S if young and newest is not None else None
+                self._key, self._written_at = poll.key, now
+                self._new_pods.clear()
             if self.driver is not None:
                 self.driver.publish(self.node, self.node_uid, poll.topology)
             if labels is not None and labels != self._labels:
                 self.kube.apply_node_labels(self.node, self._defer_to_gfd(labels))
                 self._labels = labels
+                wrote = True
             self._labels_key = poll.key
             while self._events:
                 t = self._events[0]
@@ -158,6 +187,7 @@ class Publisher:
                     warning=t.worse,
                 )
                 self._events.pop(0)
+                wrote = True
         except ApiError as error:
             self.errors += 1
             delay = self.backoff.failed(now, lasting=not error.retryable)
@@ -175,6 +205,7 @@ class Publisher:
             log.exception("node %s: cannot publish", self.node)
             return False
         self.backoff.succeeded()
-        self.writes += 1
-        self.last_success = now
-        return True
+        if wrote:  # a change of the pods alone may have nothing to write yet
+            self.writes += 1
+            self.last_success = now
+        return wrote

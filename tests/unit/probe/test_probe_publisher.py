@@ -205,9 +205,9 @@ def test_labels_are_retried_after_a_failed_label_write(fake_probe: ProbeFactory)
     assert len(kube.labels) == 1 and len(kube.statuses) == 1, "the status was written; only the labels were due"
 
 
-def test_a_change_of_the_pods_is_published_again_a_second_later(fake_probe: ProbeFactory) -> None:
-    """The operator believes a pod's GPUs from a publication a whole second past its binding: a report made
-    within the binding's second is confirmed by the next one, not left for the heartbeat."""
+def test_a_new_pod_is_published_once_a_second_after_it_was_first_seen(fake_probe: ProbeFactory) -> None:
+    """The operator believes a pod's GPUs from a publication a whole second past its binding: the probe writes
+    a new pod when that publication can be believed, once, not at once and again a second later."""
     held: list[PodGpus] = []
     probe, _, _ = fake_probe(hgx(), down_after=1, up_after=1, pods=lambda: list(held))
     kube, clock = RecordingKube(), Clock()
@@ -215,14 +215,36 @@ def test_a_change_of_the_pods_is_published_again_a_second_later(fake_probe: Prob
     assert publisher.publish(probe.poll())
     held.append(PodGpus(namespace="ns", name="job-0", gpus=[0, 1]))
     clock.now += 0.3
-    assert publisher.publish(probe.poll())  # the change itself
+    assert not publisher.publish(probe.poll())  # first seen: not yet
     clock.now += 0.5
+    held.append(PodGpus(namespace="ns", name="job-1", gpus=[2, 3]))
     assert not publisher.publish(probe.poll())
-    clock.now += CONFIRM_PODS_AFTER_S
-    assert publisher.publish(probe.poll())  # the confirmation, same pods
+    clock.now += CONFIRM_PODS_AFTER_S - 0.5
+    assert publisher.publish(probe.poll())  # job-0 seen 1.1 s ago: both go out
+    assert [p["name"] for p in kube.statuses[-1]["pods"]] == ["job-0", "job-1"]
+    assert not publisher.publish(probe.poll())
+    clock.now += 0.6
+    assert publisher.publish(probe.poll())  # job-1 was seen only 0.6 s before that write: written again
     assert kube.statuses[-1]["pods"] == kube.statuses[-2]["pods"]
-    assert kube.statuses[-1]["observedAt"] != kube.statuses[-2]["observedAt"]
     for _ in range(5):
         clock.now += 2
         assert not publisher.publish(probe.poll())  # then only the heartbeat
+    assert len(kube.statuses) == 3
+
+
+def test_a_pod_gone_is_published_at_once_and_a_pod_new_with_it_confirmed(fake_probe: ProbeFactory) -> None:
+    """Freed GPUs are news the operator can use at once; a pod new in the same write is written again later."""
+    held = [PodGpus(namespace="ns", name="old-0", gpus=[0, 1])]
+    probe, _, _ = fake_probe(hgx(), down_after=1, up_after=1, pods=lambda: list(held))
+    kube, clock = RecordingKube(), Clock()
+    publisher = Publisher(kube, "node-1", heartbeat_s=60, clock=clock)
+    assert publisher.publish(probe.poll())
+    clock.now += 5
+    held[:] = [PodGpus(namespace="ns", name="new-0", gpus=[4, 5])]
+    assert publisher.publish(probe.poll())  # old-0 gone: at once
+    assert [p["name"] for p in kube.statuses[-1]["pods"]] == ["new-0"]
+    clock.now += 0.5
+    assert not publisher.publish(probe.poll())
+    clock.now += CONFIRM_PODS_AFTER_S
+    assert publisher.publish(probe.poll())  # new-0's confirmation
     assert len(kube.statuses) == 3
