@@ -48,8 +48,8 @@ logger = logging.getLogger("gputopo.controller")
 REFUSED = frozenset({400, 422})
 # Jobs applied at once: the API concurrency divided by this (a gang's pods go out together within its job).
 JOB_CONCURRENCY_SHARE = 4
-# Entries the placement cache may hold before a pass starts a new one: some tens of MB at most.
-PLACEMENT_CACHE_ENTRIES = 200_000
+# Entries the placement cache may hold before a pass starts a new one (about 0.5 kB each: some 25 MB).
+PLACEMENT_CACHE_ENTRIES = 50_000
 DRAIN_SECONDS = 5.0  # how long a stopping loop lets the writes and Events still going out finish
 # A job whose pods were created or ungated stays busy until the watch shows them so, or this long at most.
 SHOWN_WITHIN_SECONDS = 10.0
