@@ -19,7 +19,6 @@ Run: python bench/bench_api_writes.py [--writes 300]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -29,7 +28,7 @@ from typing import Any
 
 from kubernetes import client, config
 
-from bench_operator import REPORTS, report_head
+from bench_operator import report_head, write_report
 from gputopo.api.group import GROUP, VERSION
 from gputopo.sandbox import Sandbox
 from gputopo.topology.catalog import load_node_type
@@ -154,10 +153,7 @@ def main() -> int:
     args = parser.parse_args()
     report = {**report_head(["bench/bench_api_writes.py", *sys.argv[1:]]), "writes": args.writes}
     report["results"] = run(args)
-    REPORTS.mkdir(exist_ok=True)
-    (REPORTS / "api_writes.json").write_text(json.dumps(report, indent=2) + "\n")
-    (REPORTS / "api_writes.md").write_text(markdown(report))
-    print(markdown(report))
+    write_report("api_writes", report, markdown(report))
     return 0
 
 

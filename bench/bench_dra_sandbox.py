@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from bench_operator import REPORTS, report_head
+from bench_operator import report_head, write_report
 from gputopo.api.labels import LABEL_GPU_COUNT
 from gputopo.sandbox import Sandbox
 
@@ -100,10 +100,7 @@ def main() -> int:
         "deadline_s": args.deadline,
         "result": measure(args),
     }
-    REPORTS.mkdir(exist_ok=True)
-    (REPORTS / "dra_sandbox.json").write_text(json.dumps(report, indent=2) + "\n")
-    (REPORTS / "dra_sandbox.md").write_text(markdown(report))
-    print(markdown(report))
+    write_report("dra_sandbox", report, markdown(report))
     return 0
 
 

@@ -836,6 +836,14 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def write_report(name: str, report: Mapping[str, Any], text: str) -> None:
+    """``bench/reports/<name>.json`` and ``.md``, and the Markdown on stdout."""
+    REPORTS.mkdir(exist_ok=True)
+    (REPORTS / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (REPORTS / f"{name}.md").write_text(text)
+    print(text)
+
+
 def report_head(argv: Sequence[str]) -> dict[str, str]:
     """The command that made a report and the machine it ran on, as every report opens."""
     return {
@@ -896,9 +904,7 @@ def main() -> int:
     REPORTS.mkdir(exist_ok=True)
     if plot(report, REPORTS / "operator.png"):
         report["plot"] = "operator.png"
-    (REPORTS / "operator.json").write_text(json.dumps(report, indent=2) + "\n")
-    (REPORTS / "operator.md").write_text(markdown(report))
-    print(markdown(report))
+    write_report("operator", report, markdown(report))
     return 0
 
 
