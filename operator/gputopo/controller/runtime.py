@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from enum import IntEnum
 
 from gputopo.control.actions import EventNote, JobActions
+from gputopo.control.dra import GpuAllocation
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.ledger import Ledger, PlannedGang
 from gputopo.control.lifecycle import Config
@@ -34,6 +35,7 @@ from gputopo.controller.errors import ApiError
 from gputopo.controller.gate import PriorityGate
 from gputopo.controller.metrics import Metrics
 from gputopo.controller.settings import OperatorSettings
+from gputopo.controller.turns import NodeTurns, Turn
 from gputopo.placement.cache import PlacementCache
 from gputopo.placement.types import Policy
 
@@ -110,6 +112,8 @@ class Runtime:
     last_pass: datetime | None = None
     # What passes worked out about the nodes' models, for the next pass (started anew past its bound).
     placement_cache: PlacementCache = field(default_factory=PlacementCache)
+    # devicePlugin mode: per node, new gangs release their pods in the order they were planned.
+    turns: NodeTurns = field(default_factory=NodeTurns)
 
     @property
     def config(self) -> Config:
@@ -276,21 +280,28 @@ class Runtime:
         They wait for a slot of the gate: at most ``JOB_CONCURRENCY_SHARE`` of the API concurrency's worth of
         jobs at once, new gangs first in the order they were placed, so each goes to kube-scheduler as soon as
         its own writes are done. A plan is in the ledger from now on, whatever its writes wait for."""
+        turn = None
         if plan is not None:
             self.ledger.reserve(plan)
             self.placing += 1
+            if self.settings.gpu_allocation is GpuAllocation.DEVICE_PLUGIN:
+                turn = self.turns.take(node for node, _ in plan.workers)
         priority = Priority.PLACEMENT if plan is not None else Priority.UPDATE
-        self.writing[actions.job] = asyncio.create_task(self._write(actions, job, plan, priority))
+        self.writing[actions.job] = asyncio.create_task(self._write(actions, job, plan, priority, turn))
 
-    async def _write(self, actions: JobActions, job: JobFacts, plan: PlannedGang | None, priority: Priority) -> None:
+    async def _write(
+        self, actions: JobActions, job: JobFacts, plan: PlannedGang | None, priority: Priority, turn: Turn | None
+    ) -> None:
         try:
             async with self._slots().slot(priority):
-                to_show = await self._apply_job(actions, job, plan)
+                to_show = await self._apply_job(actions, job, plan, turn)
             if to_show is not None:
                 self.unseen[actions.job] = (to_show, time.monotonic() + SHOWN_WITHIN_SECONDS)
         except Exception:  # a bug in one job's writes must not go unheard; the next pass steps the job afresh
             logger.exception("writing %s/%s failed", *actions.job)
         finally:
+            if turn is not None:
+                turn.release()
             if self.writing.get(actions.job) is asyncio.current_task():
                 del self.writing[actions.job]
             if priority is Priority.PLACEMENT:
@@ -313,8 +324,11 @@ class Runtime:
             if isinstance(outcome, BaseException):
                 logger.debug("event on %s/%s not recorded: %s", namespace, name, outcome)
 
-    async def _apply_job(self, actions: JobActions, job: JobFacts, plan: PlannedGang | None) -> int | None:
-        """The job's writes in order; the placement generation whose pods it created or ungated, if any."""
+    async def _apply_job(
+        self, actions: JobActions, job: JobFacts, plan: PlannedGang | None, turn: Turn | None = None
+    ) -> int | None:
+        """The job's writes in order; the placement generation whose pods it created or ungated, if any. With a
+        ``turn`` (devicePlugin mode) the pods go out after those of the gangs planned before on their nodes."""
         namespace, name = actions.job
         client = self.client
         to_show: int | None = None
@@ -335,6 +349,8 @@ class Runtime:
             async def claims_then_pods() -> None:
                 # A pod names its claim: create the claims first (raises unless all exist).
                 await asyncio.gather(*(client.create_claim(body) for body in actions.claims))
+                if turn is not None and actions.pods:
+                    await turn.wait()
                 await asyncio.gather(*(client.create_pod(body) for body in actions.pods))  # raises unless all exist
 
             try:
