@@ -262,6 +262,7 @@ class Snapshot:
         nodes = list(self._nodes)
         nodes[self._index[node.name]] = node
         child = Snapshot._derive(self, tuple(nodes))
+        child._cache.keep((node.topology,))  # a new model the shared cache may outlive
         old = self._nodes[self._index[node.name]]
         if node.labels != old.labels:
             child._domains = None

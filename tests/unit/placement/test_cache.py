@@ -41,3 +41,11 @@ def test_the_cache_keeps_the_topologies_its_keys_name() -> None:
     assert cache.size() >= 1
     kept = list(cache._kept.values())
     assert len(kept) == 1 and kept[0].gpu_count == 8
+
+
+def test_a_model_a_derived_snapshot_brings_in_is_kept_too() -> None:
+    cache = PlacementCache()
+    first = Snapshot([NodeInfo("n1", load_node_type("hgx-h100"))], cache=cache)
+    hurt = load_node_type("hgx-h100").with_gpu_health(3, GpuHealthState.UNHEALTHY, "XID 79")
+    first.with_node(NodeInfo("n1", hurt))
+    assert any(t is hurt for t in cache._kept.values())
