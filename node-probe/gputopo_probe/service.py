@@ -57,8 +57,7 @@ def serve_single(args: argparse.Namespace, node: str, nvml: Nvml, sysfs: Sysfs, 
         from gputopo_probe.fake.allocation import FakeAllocator
         from gputopo_probe.fake.podwatch import PodWatch
 
-        nvml_of_node = fake.nvml
-        allocator = FakeAllocator(fake.topology, args.fake_allocation, lambda: set(nvml_of_node.xid))
+        allocator = FakeAllocator(fake.topology, args.fake_allocation, fake.xid_gpus)
         watch = PodWatch(kube, {node: allocator}, node=node).start()
         pods = allocator.pods
     probe = Probe(
@@ -89,8 +88,7 @@ def serve_single(args: argparse.Namespace, node: str, nvml: Nvml, sysfs: Sysfs, 
         from gputopo_probe.fake.deviceplugin import FakeDevicePlugin
 
         # Advertised under the UUIDs the fake NVML reports, as NVIDIA's plugin does with real NVML.
-        nvml_of_fake = fake.nvml  # its xid map is replaced as faults change: read it at each call
-        plugin = FakeDevicePlugin(discovered, lambda: set(nvml_of_fake.xid), plugin_dir=args.device_plugin_dir)
+        plugin = FakeDevicePlugin(discovered, fake.xid_gpus, plugin_dir=args.device_plugin_dir)
         plugin.start()
     if from_kubelet and os.path.exists(args.pod_resources_socket):
         from gputopo_probe.discovery.gpus import dra_device_names

@@ -67,6 +67,11 @@ class FakeNode:
         self.apply(current)
         return True
 
+    def xid_gpus(self) -> set[int]:
+        """The GPUs with an XID now, those a device plugin reports Unhealthy (the fake NVML's map is replaced as
+        faults change: call this each time)."""
+        return set(self.nvml.xid)
+
     def quiet(self) -> bool:
         """Sync the faults; True when the fake hardware reads exactly as at the last poll (no new faults,
         no climbing error counters, no pending XID): a probe farm may then reuse that poll."""

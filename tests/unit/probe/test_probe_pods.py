@@ -122,6 +122,9 @@ def test_the_fault_store_names_the_gpus_with_an_xid(tmp_path: Path) -> None:
     store.gpu("node-1", 5, hot=True)
     assert store.xid_gpus("node-1") == {3}
     assert store.xid_gpus("node-2") == set()
+    node = FakeNode("node-1", hgx(), faults=store, sysfs_root=tmp_path / "sys")
+    node.sync_faults()
+    assert node.xid_gpus() == {3}, "a single fake node reads the same from its fake NVML"
     store.path("node-1").write_text("{not json")
     assert store.xid_gpus("node-1") == set()
 
