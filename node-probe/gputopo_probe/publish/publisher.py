@@ -165,9 +165,9 @@ class Publisher:
             if due:
                 self.kube.apply_node_topology(self.node, self.node_uid, poll.status().to_api())
                 wrote = True
-                newest = max(self._new_pods.values(), default=None)
-                young = newest is not None and now < newest + CONFIRM_PODS_AFTER_S
-                self._confirm_at = newest + CONFIRM_PODS_AFTER_S if young and newest is not None else None
+                # Written again once its newest pod is old enough, unless it already is.
+                newest = max(self._new_pods.values(), default=float("-inf"))
+                self._confirm_at = newest + CONFIRM_PODS_AFTER_S if now < newest + CONFIRM_PODS_AFTER_S else None
                 self._key, self._written_at = poll.key, now
                 self._new_pods.clear()
             if self.driver is not None:
