@@ -16,7 +16,7 @@ sandbox at once tens of seconds after ``up``: a side that met that storm of Node
 Per side: time to Running per job (p50 / p90 / max) and for the whole trace; estimated bus bandwidth, one
 estimator for every side (``bench_operator.gang_busbw``: ``gputopo.topology.estimate_gang`` on the real GPUs
 with the operator's tier oversubscription); the share of ranks whose real GPUs equal the operator's plan.
-Real GPUs: in devicePlugin mode the probes' PodResources report (NodeTopology ``status.pods``); in dra mode
+Real GPUs: in devicePlugin mode the probes' PodResources report (NodePodGpus ``status.pods``); in dra mode
 the rank's ResourceClaim ``status.allocation.devices.results`` (device ``gpu-<i>`` is GPU ``i``). The plan is
 the placement as first seen in the job's status for its last generation (the operator later rewrites a
 devicePlugin job's status to the GPUs the probes report, so the final status is not the plan).
@@ -668,7 +668,7 @@ def markdown(report: dict[str, Any]) -> str:
         "the planner's own time is the operator's `gputopo_placement_decision_seconds` histogram. Watch stamp "
         "of binding minus the API server's whole-second `PodScheduled` time: " + "; ".join(checks) + ".",
         "",
-        "Real GPUs: devicePlugin sides from the probes' PodResources report (NodeTopology `status.pods`; "
+        "Real GPUs: devicePlugin sides from the probes' PodResources report (NodePodGpus `status.pods`; "
         + ", ".join(f"{s}: {res[s]['pods_with_real_gpus']} pods reported" for s in sides if s != "dra")
         + "), dra from each rank's ResourceClaim allocation. Bus bandwidth is one estimator "
         "(`gputopo.topology.estimate_gang`) on those GPUs for every side; 1-GPU jobs stay out of the means.",

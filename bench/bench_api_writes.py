@@ -6,11 +6,13 @@ are divided by that count:
 
 * a NodeTopology status as a probe publishes it (the full status of an 8-GPU ``hgx-h100``, about 8 kB), by
   server-side apply (the probe's way) and by JSON merge patch; and one that changes only ``observedAt``;
+* a NodePodGpus status as a probe publishes it (four pods), by server-side apply;
 * a TrainingJob status (a phase and a message), and a TrainingJob created;
 * a pod created, and a pod's labels patched.
 
 The figures say which writes of a burst weigh: the probes' NodeTopology writes cost several times a pod's,
-which is why a probe publishes a new pod once, a second after it sees it, and not twice.
+which is why the pods on a node's GPUs are a small NodePodGpus of their own, written once per new pod, a second
+after the probe sees it.
 
 Writes bench/reports/api_writes.{json,md}.
 Run: python bench/bench_api_writes.py [--writes 300]
@@ -69,14 +71,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         apiserver = int((box.cluster_dir / "pids" / "kube-apiserver.pid").read_text())
         core.create_namespace({"metadata": {"name": NS}})
         status = to_status(load_node_type("hgx-h100")).model_dump(mode="json", by_alias=True, exclude_none=True)
-        status["pods"] = [{"namespace": "ml", "name": f"job-{i}-0", "gpus": [i]} for i in range(4)]
+        pods = [{"namespace": "ml", "name": f"job-{i}-0", "gpus": [i]} for i in range(4)]
         head = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "NodeTopology"}
+        pods_head = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "NodePodGpus"}
 
         def topology(name: str) -> str:
             custom.create_cluster_custom_object(GROUP, VERSION, "nodetopologies", {**head, "metadata": {"name": name}})
             return name
 
         applied, merged, stamped = topology("applied"), topology("merged"), topology("stamped")
+        custom.create_cluster_custom_object(GROUP, VERSION, "nodepodgpus", {**pods_head, "metadata": {"name": "pods"}})
         job = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "TrainingJob",
@@ -107,6 +111,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "NodeTopology status, observedAt only": lambda i: custom.patch_cluster_custom_object_status(
                 GROUP, VERSION, "nodetopologies", stamped, {"status": {"observedAt": stamp(i)}},
                 _content_type="application/merge-patch+json",
+            ),
+            "NodePodGpus status, server-side apply (4 pods)": lambda i: custom.patch_cluster_custom_object_status(
+                GROUP, VERSION, "nodepodgpus", "pods",
+                {**pods_head, "metadata": {"name": "pods"}, "status": {"pods": pods, "observedAt": stamp(i)}},
+                field_manager="gputopo-probe", force=True, _content_type="application/apply-patch+yaml",
             ),
             "TrainingJob status, merge patch": lambda i: custom.patch_namespaced_custom_object_status(
                 GROUP, VERSION, NS, "trainingjobs", "job", {"status": {"phase": "Pending", "message": f"m{i}"}},

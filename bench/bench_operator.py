@@ -12,7 +12,7 @@ demand about the cluster's GPU capacity, so some must wait) is submitted twice, 
 A pod watch stamps the moment each pod is first seen bound and Running. A job counts as Running when all its
 workers are. A side is settled when every pod runs, or when nothing new started for ``--quiet`` seconds
 (what does not run by then waits for capacity). Bus bandwidth: gputopo's own figure from each job's
-``status.placement``; for the plain pods, the GPUs the fake device plugin gave each pod (NodeTopology
+``status.placement``; for the plain pods, the GPUs the fake device plugin gave each pod (NodePodGpus
 ``status.pods``; lowest free indices where a pod is not reported) through ``gputopo.topology.estimate_gang``
 with the operator's tier oversubscription (1 in a leaf, 2 in a spine, 4 beyond). gputopo's placements are
 scored again the same way, so both columns come from one estimator.
@@ -43,6 +43,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from gputopo.api.group import GPU_RESOURCE, LABEL_JOB
+from gputopo.api.nodepodgpus import NodePodGpusStatus, PodGpus
 from gputopo.api.nodetopology import NodeTopologyStatus
 from gputopo.controller.client import load_configuration
 from gputopo.placement.types import DEFAULT_TIERS
@@ -206,7 +207,7 @@ def settle(count: Callable[[], int], expected: int, t0: float, quiet: float, dea
 class ClusterFacts:
     topologies: dict[str, Topology]
     labels: dict[str, dict[str, str]]
-    reported: dict[tuple[str, str], list[int]]  # (namespace, pod) -> GPUs, from NodeTopology status.pods
+    reported: dict[tuple[str, str], list[int]]  # (namespace, pod) -> GPUs, from NodePodGpus status.pods
     reported_on: dict[str, list[tuple[str, str]]]  # node -> pods it reports
 
 
@@ -216,11 +217,11 @@ def read_cluster(core: Any, custom: Any) -> ClusterFacts:
     reported_on: dict[str, list[tuple[str, str]]] = {}
     listed = custom.list_cluster_custom_object("gputopo.io", "v1alpha1", "nodetopologies")
     for item in listed["items"]:
-        name = item["metadata"]["name"]
         status = NodeTopologyStatus.model_validate(item.get("status") or {})
         if status.gpus:
-            topologies[name] = from_status(status)
-        for entry in status.pods:
+            topologies[item["metadata"]["name"]] = from_status(status)
+    for name, entries in reported_pods(custom).items():
+        for entry in entries:
             reported[(entry.namespace, entry.name)] = list(entry.gpus)
             reported_on.setdefault(name, []).append((entry.namespace, entry.name))
     labels = {n.metadata.name: dict(n.metadata.labels or {}) for n in core.list_node().items}
@@ -268,18 +269,25 @@ def device_plugin_gpus(
 # -- one side of part 1 -----------------------------------------------------------------------------------------
 
 
+def reported_pods(custom: Any) -> dict[str, list[PodGpus]]:
+    """Node -> the pods its probe reports holding GPUs (every NodePodGpus ``status.pods``)."""
+    listed = custom.list_cluster_custom_object("gputopo.io", "v1alpha1", "nodepodgpus")
+    return {
+        item["metadata"]["name"]: NodePodGpusStatus.model_validate(item.get("status") or {}).pods
+        for item in listed["items"]
+    }
+
+
+def reported_in(custom: Any, namespace: str) -> int:
+    return sum(1 for entries in reported_pods(custom).values() for e in entries if e.namespace == namespace)
+
+
 def wait_reported(custom: Any, namespace: str, pods: int, timeout: float = 30.0) -> int:
     """Let the probes publish which GPUs the pods got: wait until ``pods`` entries of ``namespace`` show."""
     deadline = time.monotonic() + timeout
     seen = 0
     while time.monotonic() < deadline:
-        listed = custom.list_cluster_custom_object("gputopo.io", "v1alpha1", "nodetopologies")
-        seen = sum(
-            1
-            for item in listed["items"]
-            for e in (item.get("status") or {}).get("pods") or []
-            if e["namespace"] == namespace
-        )
+        seen = reported_in(custom, namespace)
         if seen >= pods:
             break
         time.sleep(1.0)
@@ -292,14 +300,7 @@ def wait_no_pods(box: Sandbox, core: Any, custom: Any, namespace: str, timeout: 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         left = len(core.list_namespaced_pod(namespace).items)
-        listed = custom.list_cluster_custom_object("gputopo.io", "v1alpha1", "nodetopologies")
-        reported = sum(
-            1
-            for item in listed["items"]
-            for e in (item.get("status") or {}).get("pods") or []
-            if e["namespace"] == namespace
-        )
-        if left == 0 and reported == 0:
+        if left == 0 and reported_in(custom, namespace) == 0:
             return
         time.sleep(1.0)
     raise TimeoutError(f"pods of {namespace} still there after {timeout:.0f} s")

@@ -105,6 +105,9 @@ class NullKube:
     def apply_node_topology(self, name: str, node_uid: str, status: dict[str, Any]) -> None:
         self.writes += 1
 
+    def apply_node_pod_gpus(self, name: str, node_uid: str, status: dict[str, Any]) -> None:
+        self.writes += 1
+
     def apply_node_labels(self, name: str, labels: dict[str, str]) -> None:
         self.writes += 1
 

@@ -46,7 +46,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--fault-dir", default=None, help="fault files of fake nodes (gputopo sandbox fault)")
     p.add_argument("--listen", default="0.0.0.0:8080", help="HOST:PORT for /healthz /readyz /metrics; 0 or off")
-    p.add_argument("--heartbeat", type=float, default=60.0, help="seconds between unchanged status writes")
+    p.add_argument(
+        "--heartbeat",
+        type=float,
+        default=60.0,
+        help="seconds between heartbeats (the NodePodGpus written again unchanged)",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
 
 

@@ -12,13 +12,14 @@ from typing import Any
 import yaml
 
 from gputopo.api.group import API_VERSION
-from gputopo.api.nodetopology import NodeTopology, NodeTopologyStatus, PodGpus
+from gputopo.api.nodepodgpus import NodePodGpusStatus, PodGpus
+from gputopo.api.nodetopology import NodeTopology, NodeTopologyStatus
 from gputopo.topology.model import Topology
 from gputopo_probe.discovery import Inventory, discover
 from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.health.monitor import GpuDetail, HealthMonitor, Transition
 from gputopo_probe.nvml import Nvml
-from gputopo_probe.status import build_status
+from gputopo_probe.status import build_status, pod_gpus_status
 
 __all__ = ["PodSource", "Poll", "Probe", "to_yaml"]
 
@@ -29,7 +30,7 @@ PodSource = Callable[[], list[PodGpus]]
 
 @dataclass
 class Poll:
-    """One poll's outcome; the status is built only when it is going to be published."""
+    """One poll's outcome; the statuses are built only when they are going to be published."""
 
     topology: Topology
     details: list[GpuDetail]
@@ -51,9 +52,10 @@ class Poll:
         return (t.gpus, tuple(sorted(t.links.items())), t.nics, t.system, details, pods)
 
     def status(self) -> NodeTopologyStatus:
-        return build_status(
-            self.topology, self.details, backend=self.backend, observed_at=self.observed_at, pods=self.pods
-        )
+        return build_status(self.topology, self.details, backend=self.backend, observed_at=self.observed_at)
+
+    def pod_status(self) -> NodePodGpusStatus:
+        return pod_gpus_status(self.pods, observed_at=self.observed_at)
 
 
 class Probe:

@@ -1,4 +1,5 @@
-"""The NodeTopology status the probe publishes: the topology with its health, plus what only the probe knows."""
+"""What the probe publishes: the NodeTopology status (the topology with its health, plus what only the probe
+knows) and the NodePodGpus status (which GPUs each pod holds)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from gputopo.api.conditions import Condition
+from gputopo.api.nodepodgpus import NodePodGpusStatus, PodGpus
 from gputopo.api.nodetopology import (
     GpuHealth,
     GpuHealthState,
@@ -14,7 +16,6 @@ from gputopo.api.nodetopology import (
     NicState,
     NodeTopologyStatus,
     NvlinkInfo,
-    PodGpus,
     ProbeInfo,
 )
 from gputopo.topology import to_status
@@ -22,7 +23,7 @@ from gputopo.topology.model import Topology
 from gputopo_probe import __version__
 from gputopo_probe.health.monitor import GpuDetail
 
-__all__ = ["build_status", "node_health", "topology_status"]
+__all__ = ["build_status", "node_health", "pod_gpus_status", "topology_status"]
 
 
 def topology_status(topology: Topology) -> NodeTopologyStatus:
@@ -49,7 +50,6 @@ def build_status(
     *,
     backend: str,
     observed_at: datetime,
-    pods: Sequence[PodGpus] = (),
 ) -> NodeTopologyStatus:
     status = topology_status(topology)
     gpus: list[GpuStatus] = []
@@ -76,10 +76,13 @@ def build_status(
             "gpus": gpus,
             "observed_at": observed_at,
             "probe": ProbeInfo(version=__version__, backend=backend),
-            "pods": list(pods),
             "conditions": [ready],
         }
     )
+
+
+def pod_gpus_status(pods: Sequence[PodGpus], *, observed_at: datetime) -> NodePodGpusStatus:
+    return NodePodGpusStatus(observed_at=observed_at, pods=list(pods))
 
 
 def _summary(topology: Topology) -> str:

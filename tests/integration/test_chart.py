@@ -323,6 +323,7 @@ OPERATOR_CAN = [
     ("watch-trainingjobs", "watch", "trainingjobs.gputopo.io", "", "-A"),
     ("patch-trainingjob-status", "patch", "trainingjobs.gputopo.io", "status", "-A"),
     ("list-nodetopologies", "list", "nodetopologies.gputopo.io", "", ""),
+    ("watch-nodepodgpus", "watch", "nodepodgpus.gputopo.io", "", ""),
     ("create-pods", "create", "pods", "", "-A"),
     ("ungate-pods", "patch", "pods", "", "-A"),
     ("create-services", "create", "services", "", "-A"),
@@ -338,6 +339,7 @@ OPERATOR_CANNOT = [
     ("list-secrets-here", "list", "secrets", "", NS),
     ("write-nodes", "patch", "nodes", "", ""),
     ("write-nodetopologies", "patch", "nodetopologies.gputopo.io", "", ""),
+    ("write-nodepodgpus", "patch", "nodepodgpus.gputopo.io", "status", ""),
     ("delete-trainingjobs", "delete", "trainingjobs.gputopo.io", "", "-A"),
     ("exec-into-pods", "create", "pods", "exec", "-A"),
     ("configmaps-elsewhere", "patch", "configmaps", "", "default"),
@@ -349,6 +351,8 @@ PROBE_CAN = [
     ("label-nodes", "patch", "nodes", "", ""),
     ("create-nodetopology", "create", "nodetopologies.gputopo.io", "", ""),
     ("patch-nodetopology-status", "patch", "nodetopologies.gputopo.io", "status", ""),
+    ("create-nodepodgpus", "create", "nodepodgpus.gputopo.io", "", ""),
+    ("patch-nodepodgpus-status", "patch", "nodepodgpus.gputopo.io", "status", ""),
     ("watch-pods", "watch", "pods", "", "-A"),
     ("post-events", "create", "events", "", "-A"),
 ]
@@ -357,6 +361,7 @@ PROBE_CANNOT = [
     ("delete-nodes", "delete", "nodes", "", ""),
     ("taint-via-status", "patch", "nodes", "status", ""),
     ("delete-nodetopologies", "delete", "nodetopologies.gputopo.io", "", ""),
+    ("delete-nodepodgpus", "delete", "nodepodgpus.gputopo.io", "", ""),
     ("create-pods", "create", "pods", "", "-A"),
     ("touch-trainingjobs", "patch", "trainingjobs.gputopo.io", "", "-A"),
     ("read-configmaps", "get", "configmaps", "", "-A"),
@@ -490,16 +495,19 @@ def test_probe_may_change_only_gputopo_labels_of_its_node(
     assert message in denied(lambda: core.patch_node(nodes[0], patch)), case
 
 
-def test_probe_may_write_its_own_nodetopology_only(probe_on_a: Any, nodes: tuple[str, str]) -> None:
+@pytest.mark.parametrize(("plural", "kind"), [("nodetopologies", "NodeTopology"), ("nodepodgpus", "NodePodGpus")])
+def test_probe_may_write_its_own_node_objects_only(
+    probe_on_a: Any, nodes: tuple[str, str], plural: str, kind: str
+) -> None:
     _, custom = probe_on_a
-    args = ("gputopo.io", "v1alpha1", "nodetopologies")
-    # The sandbox's fake probes already published both NodeTopologies; a no-op status patch still passes admission.
+    args = ("gputopo.io", "v1alpha1", plural)
+    # The sandbox's fake probes already published both nodes' objects; a no-op status patch still passes admission.
     custom.patch_cluster_custom_object_status(*args, nodes[0], {"status": {}})
     custom.patch_cluster_custom_object(*args, nodes[0], {"metadata": {"labels": {TEST_LABEL: "own"}}})
     message = denied(lambda: custom.patch_cluster_custom_object_status(*args, nodes[1], {"status": {}}))
-    assert f"may not change nodetopologies {nodes[1]}" in message
-    impostor = {"apiVersion": "gputopo.io/v1alpha1", "kind": "NodeTopology", "metadata": {"name": "not-my-node"}}
-    assert "may not change nodetopologies not-my-node" in denied(
+    assert f"may not change {plural} {nodes[1]}" in message
+    impostor = {"apiVersion": "gputopo.io/v1alpha1", "kind": kind, "metadata": {"name": "not-my-node"}}
+    assert f"may not change {plural} not-my-node" in denied(
         lambda: custom.create_cluster_custom_object(*args, impostor)
     )
 

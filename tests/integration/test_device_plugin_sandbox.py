@@ -44,9 +44,9 @@ box, operator, jobs = own_sandbox(
 
 
 def reported(box: SandboxHandle) -> dict[tuple[str, str], tuple[str, list[int]]]:
-    """(namespace, pod) -> (node, GPUs) as every node's probe reports them (NodeTopology ``status.pods``)."""
+    """(namespace, pod) -> (node, GPUs) as every node's probe reports them (NodePodGpus ``status.pods``)."""
     out = {}
-    for item in box.get_json("nodetopologies")["items"]:
+    for item in box.get_json("nodepodgpus")["items"]:
         for pod in (item.get("status") or {}).get("pods") or []:
             out[(pod["namespace"], pod["name"])] = (item["metadata"]["name"], sorted(pod["gpus"]))
     return out

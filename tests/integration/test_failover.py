@@ -38,6 +38,16 @@ def _nvswitch_or_nvlink_node(sandbox: SandboxHandle) -> str:
     pytest.skip("no NVLink node in the sandbox")
 
 
+def _direct_nvlink_node(sandbox: SandboxHandle) -> str:
+    """A node whose GPUs pair over direct NVLinks (no NVSwitch): NVIDIA's device plugin scores those links, so
+    with one Down it hands out another pair, and a pinned job can move to healthy GPUs on the same node."""
+    for node in sandbox.nodes:
+        links = sandbox.get_json("nodetopology", node)["status"].get("links") or []
+        if any(link["kind"] == "NVLink" for link in links) and not any(link["kind"] == "NVSwitch" for link in links):
+            return node
+    pytest.skip("no direct-NVLink node in the sandbox")
+
+
 def _pin(node: str) -> dict[str, Any]:
     return {
         "spec": {
@@ -57,7 +67,10 @@ def _events(jobs: Jobs, name: str, reason: str) -> list[dict[str, Any]]:
 
 
 def test_link_down_in_a_used_pair_re_places_on_healthy_gpus(sandbox: SandboxHandle, jobs: Jobs) -> None:
-    node = _nvswitch_or_nvlink_node(sandbox)
+    # Direct NVLinks, not an NVSwitch board: in devicePlugin mode the plugin scores NVSwitch pairs by their PCIe
+    # level only, so once the old pod is gone it would hand the pair with the Down link out again, and the
+    # operator rightly refuses that plan; over direct NVLinks the plugin itself avoids the Down link.
+    node = _direct_nvlink_node(sandbox)
     jobs.apply(training_job("linkjob", NS, gpusPerWorker=2, template=_pin(node), failurePolicy=FAST))
     jobs.wait_running_pods("linkjob", 1)
     a, b = _worker(jobs, "linkjob")["gpus"]

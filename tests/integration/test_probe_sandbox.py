@@ -135,7 +135,7 @@ def test_pod_gpus_are_reported(sandbox: Any) -> None:
     try:
 
         def held() -> list[Any]:
-            pods = _topology(sandbox, node)["status"].get("pods", [])
+            pods = sandbox.get_json("nodepodgpus", node).get("status", {}).get("pods", [])
             return [p["gpus"] for p in pods if (p["namespace"], p["name"]) == (ns, "holder")]
 
         assert sandbox.wait_for(f"pod GPUs on {node}", held, timeout=TIMEOUT) == [[2, 3]]

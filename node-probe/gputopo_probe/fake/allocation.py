@@ -17,7 +17,7 @@ from typing import Any, Final, Literal
 
 from gputopo.api.gpus import GpuCountError, pod_gpus
 from gputopo.api.group import ANNOTATION_GPUS
-from gputopo.api.nodetopology import PodGpus
+from gputopo.api.nodepodgpus import PodGpus
 from gputopo.topology.device_plugin import kubelet_choice
 from gputopo.topology.model import Topology
 

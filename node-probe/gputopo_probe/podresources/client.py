@@ -15,7 +15,7 @@ from typing import Final
 import grpc
 
 from gputopo.api.group import DRA_DRIVER, GPU_RESOURCE
-from gputopo.api.nodetopology import PodGpus
+from gputopo.api.nodepodgpus import PodGpus
 from gputopo_probe.errors import PodResourcesError
 from gputopo_probe.podresources import api_pb2
 

@@ -1,4 +1,5 @@
-"""The Kubernetes calls of the probe: server-side apply of NodeTopology and Node labels, Events, pod watch."""
+"""The Kubernetes calls of the probe: server-side apply of NodeTopology, NodePodGpus and Node labels, Events,
+pod watch."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gputopo.api.group import FIELD_MANAGER_PROBE, GROUP, VERSION
+from gputopo.api.nodepodgpus import NodePodGpus
 from gputopo.api.nodetopology import NodeTopology
 from gputopo_probe.errors import ApiError
 from gputopo_probe.publish.rest import ApiClient, load_credentials
@@ -44,13 +46,21 @@ class Kube:
 
     def apply_node_topology(self, name: str, node_uid: str, status: dict[str, Any]) -> None:
         """Server-side apply of NodeTopology/<name> (owned by its Node), then of its status."""
+        self._apply_node_object(NodeTopology.kind, NodeTopology.plural, name, node_uid, status)
+
+    def apply_node_pod_gpus(self, name: str, node_uid: str, status: dict[str, Any]) -> None:
+        """Server-side apply of NodePodGpus/<name> (owned by its Node), then of its status."""
+        self._apply_node_object(NodePodGpus.kind, NodePodGpus.plural, name, node_uid, status)
+
+    def _apply_node_object(self, kind: str, plural: str, name: str, node_uid: str, status: dict[str, Any]) -> None:
+        """The object's status by server-side apply; the object itself first when it does not exist yet."""
         meta: dict[str, Any] = {"name": name}
         if node_uid:
             meta["ownerReferences"] = [
                 {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node_uid, "blockOwnerDeletion": False}
             ]
-        head = {"apiVersion": f"{GROUP}/{VERSION}", "kind": NodeTopology.kind, "metadata": meta}
-        path = f"/apis/{GROUP}/{VERSION}/{NodeTopology.plural}/{name}"
+        head = {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "metadata": meta}
+        path = f"/apis/{GROUP}/{VERSION}/{plural}/{name}"
 
         def apply_status() -> None:
             self.api.request(

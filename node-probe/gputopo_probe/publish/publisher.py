@@ -1,5 +1,6 @@
-"""Publishing one node: NodeTopology status and Node labels on change (plus a slow heartbeat), Events on
-health transitions, API errors retried with backoff. Nothing here raises: odd data is logged and skipped."""
+"""Publishing one node: NodeTopology status and Node labels when the hardware reads otherwise, NodePodGpus when
+the pods on the GPUs change (plus a heartbeat), Events on health transitions, API errors retried with backoff.
+Nothing here raises: odd data is logged and skipped."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ _MAX_PENDING_EVENTS = 100
 class KubeWriter(Protocol):
     def node_uid(self, name: str) -> str: ...
     def apply_node_topology(self, name: str, node_uid: str, status: dict[str, Any]) -> None: ...
+    def apply_node_pod_gpus(self, name: str, node_uid: str, status: dict[str, Any]) -> None: ...
     def apply_node_labels(self, name: str, labels: dict[str, str]) -> None: ...
     def foreign_label(self, name: str, key: str) -> str | None: ...
     def node_event(self, node: str, node_uid: str, *, reason: str, message: str, warning: bool) -> None: ...
@@ -43,10 +45,12 @@ def _reason(t: Transition) -> str:
 
 # The operator believes a pod's GPUs only from a publication a whole second past the pod's binding (the API
 # server keeps that time in whole seconds). So a new pod is published this long after the probe first saw it,
-# not at once: a write at once would be one the operator cannot believe, followed by the one it can (on a
-# cluster's API server a NodeTopology write costs several times a pod's). A write that happens sooner anyway
-# (a pod gone, a reading changed) is written once more this long after its newest pod was first seen.
+# not at once: a write at once would be one the operator cannot believe, followed by the one it can. A write
+# that happens sooner anyway (a pod gone) is written once more this long after its newest pod was first seen.
 CONFIRM_PODS_AFTER_S = 1.1
+# The NodeTopology is written when the readings change, and again this often (a NodeTopology deleted by hand
+# comes back); the small NodePodGpus carries the heartbeat.
+TOPOLOGY_RESYNC_S = 600.0
 
 
 def _readings(key: tuple[object, ...]) -> tuple[object, ...]:
@@ -59,12 +63,16 @@ def _pods(key: tuple[object, ...]) -> frozenset[object]:
 
 
 class Publisher:
+    """Two objects per node, written apart: the NodeTopology when the hardware or its health reads otherwise,
+    the NodePodGpus when the pods on the GPUs change and every ``heartbeat_s``."""
+
     def __init__(
         self,
         kube: KubeWriter,
         node: str,
         *,
         heartbeat_s: float = 60.0,
+        topology_resync_s: float = TOPOLOGY_RESYNC_S,
         clock: Callable[[], float] = time.monotonic,
         backoff: Backoff | None = None,
         driver: DeviceDriver | None = None,
@@ -75,23 +83,26 @@ class Publisher:
         self.driver = driver
         self.node = node
         self.heartbeat_s = heartbeat_s
+        self.topology_resync_s = topology_resync_s
         self.clock = clock
         self.backoff = backoff or Backoff()
         self.node_uid: str | None = None
         self.writes = 0
         self.errors = 0
         self.last_success: float | None = None
-        self._key: tuple[object, ...] | None = None
+        self._readings: tuple[object, ...] | None = None  # what the written NodeTopology says
+        self._topology_written_at = float("-inf")
+        self._pods: frozenset[object] | None = None  # what the written NodePodGpus says
+        self._pods_written_at = float("-inf")
         self._labels: dict[str, str] | None = None
         self._labels_key: tuple[object, ...] | None = None  # the poll the written labels summarise
-        self._written_at = float("-inf")
-        self._confirm_at: float | None = None  # when to write the status again after a change of its pods
+        self._confirm_at: float | None = None  # when to write the pods again after a change of them
         self._new_pods: dict[object, float] = {}  # pods not yet written, and when each was first seen
         self._events: list[Transition] = []
 
     @property
     def published(self) -> bool:
-        return self._key is not None
+        return self._readings is not None and self._pods is not None
 
     def queue_events(self, transitions: list[Transition]) -> None:
         self._events.extend(transitions)
@@ -105,30 +116,28 @@ class Publisher:
         return bool(
             self._events
             or poll.transitions
-            or self._changed(poll, now)
+            or self._topology_due(poll, now)
+            or self._pods_due(poll, now)
             or poll.key != self._labels_key
-            or self._status_due(now)
         )
 
-    def _changed(self, poll: Poll, now: float) -> bool:
-        """Whether the status is to be written for what changed: at once, unless the only change is new
-        pods; those are written once the first seen of them was seen ``CONFIRM_PODS_AFTER_S`` ago."""
-        if poll.key == self._key:
-            self._new_pods.clear()
-            return False
-        before = _pods(self._key) if self._key is not None else frozenset()
-        pods = _pods(poll.key)
-        self._new_pods = {pod: self._new_pods.get(pod, now) for pod in pods - before}
-        if self._key is None or _readings(poll.key) != _readings(self._key):
-            return True
-        if not before <= pods:
-            return True  # a pod gone (or its GPUs changed): its GPUs are free, say so now
-        return now >= min(self._new_pods.values()) + CONFIRM_PODS_AFTER_S
+    def _topology_due(self, poll: Poll, now: float) -> bool:
+        return _readings(poll.key) != self._readings or now - self._topology_written_at >= self.topology_resync_s
 
-    def _status_due(self, now: float) -> bool:
-        """A heartbeat, or the confirmation of a write made before its newest pods were old enough."""
+    def _pods_due(self, poll: Poll, now: float) -> bool:
+        """Whether the pods are to be written: at once when one is gone (its GPUs are free, say so now), new
+        ones once the first seen of them was seen ``CONFIRM_PODS_AFTER_S`` ago; and the heartbeat, and the
+        confirmation of a write made before its newest pods were old enough."""
+        if self._pods is None:
+            return True
+        pods = _pods(poll.key)
+        self._new_pods = {pod: self._new_pods.get(pod, now) for pod in pods - self._pods}
+        if not self._pods <= pods:
+            return True
+        if self._new_pods and now >= min(self._new_pods.values()) + CONFIRM_PODS_AFTER_S:
+            return True
         confirm = self._confirm_at is not None and now >= self._confirm_at
-        return confirm or now - self._written_at >= self.heartbeat_s
+        return confirm or now - self._pods_written_at >= self.heartbeat_s
 
     def _defer_to_gfd(self, labels: dict[str, str]) -> dict[str, str]:
         """GPU Feature Discovery's clique label, when another manager set it, is read, never overwritten: the
@@ -156,20 +165,24 @@ class Publisher:
         now = self.clock()
         if not self.needs(poll, now):
             return False
-        due = self._changed(poll, now) or self._status_due(now)
+        topology_due, pods_due = self._topology_due(poll, now), self._pods_due(poll, now)
         labels = node_labels(poll.topology) if poll.key != self._labels_key else self._labels
         wrote = False
         try:
             if self.node_uid is None:
                 self.node_uid = self.kube.node_uid(self.node)
-            if due:
+            if topology_due:
                 self.kube.apply_node_topology(self.node, self.node_uid, poll.status().to_api())
+                self._readings, self._topology_written_at = _readings(poll.key), now
                 wrote = True
+            if pods_due:
+                self.kube.apply_node_pod_gpus(self.node, self.node_uid, poll.pod_status().to_api())
                 # Written again once its newest pod is old enough, unless it already is.
                 newest = max(self._new_pods.values(), default=float("-inf"))
                 self._confirm_at = newest + CONFIRM_PODS_AFTER_S if now < newest + CONFIRM_PODS_AFTER_S else None
-                self._key, self._written_at = poll.key, now
+                self._pods, self._pods_written_at = _pods(poll.key), now
                 self._new_pods.clear()
+                wrote = True
             if self.driver is not None:
                 self.driver.publish(self.node, self.node_uid, poll.topology)
             if labels is not None and labels != self._labels:

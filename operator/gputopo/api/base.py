@@ -1,11 +1,13 @@
 """The base model of every API type: camelCase on the wire, snake_case in Python."""
 
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-__all__ = ["ApiModel", "StatusModel"]
+from gputopo.api.group import API_VERSION
+
+__all__ = ["ApiModel", "NodeObject", "StatusModel"]
 
 
 class ApiModel(BaseModel):
@@ -27,3 +29,16 @@ class StatusModel(ApiModel):
     """A part of a status: written by gputopo, read back tolerantly (newer writers may add fields)."""
 
     model_config = ConfigDict(extra="ignore")
+
+
+class NodeObject(StatusModel):
+    """A cluster-scoped object named after its node, which only that node's probe writes (a status, no spec)."""
+
+    kind: ClassVar[str]
+    plural: ClassVar[str]
+    api_version: str = Field(default=API_VERSION, alias="apiVersion")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name", ""))

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from gputopo.api.clusterfile import file_schemas
 from gputopo.api.group import GROUP, VERSION
+from gputopo.api.nodepodgpus import NodePodGpus, NodePodGpusStatus
 from gputopo.api.nodetopology import NodeTopologyStatus
 from gputopo.api.trainingjob import TrainingJobSpec, TrainingJobStatus
 
@@ -180,6 +181,34 @@ def _crd(
     }
 
 
+def _node_crd(
+    *,
+    kind: str,
+    plural: str,
+    singular: str,
+    short_name: str,
+    description: str,
+    status: type[BaseModel],
+    status_description: str,
+    columns: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """A cluster-scoped object per node that only the node's probe writes: a status, no spec."""
+    return _crd(
+        kind=kind,
+        plural=plural,
+        singular=singular,
+        scope="Cluster",
+        short_names=[short_name],
+        description=description,
+        properties={"status": {**structural_schema(status, defaults=False), "description": status_description}},
+        columns=[
+            *columns,
+            {"name": "Observed", "type": "date", "jsonPath": ".status.observedAt"},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+    )
+
+
 def crds() -> dict[str, dict[str, Any]]:
     """File name → CRD object, for every resource of the API."""
     trainingjob = _crd(
@@ -199,28 +228,31 @@ def crds() -> dict[str, dict[str, Any]]:
         columns=_columns(),
     )
     trainingjob["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["required"] = ["spec"]
-    nodetopology = _crd(
+    nodetopology = _node_crd(
         kind="NodeTopology",
         plural="nodetopologies",
         singular="nodetopology",
-        scope="Cluster",
-        short_names=["ntopo"],
+        short_name="ntopo",
         description="The GPU interconnect of one node (name = node name); written by the node probe.",
-        properties={
-            "status": {
-                **structural_schema(NodeTopologyStatus, defaults=False),
-                "description": "Discovered GPUs, links, NICs and their health.",
-            }
-        },
+        status=NodeTopologyStatus,
+        status_description="Discovered GPUs, links, NICs and their health.",
         columns=[
             {"name": "Model", "type": "string", "jsonPath": ".status.gpus[0].model"},
             {"name": "NVSwitch", "type": "boolean", "jsonPath": ".status.system.nvswitch"},
             {"name": "Driver", "type": "string", "jsonPath": ".status.system.driverVersion"},
-            {"name": "Observed", "type": "date", "jsonPath": ".status.observedAt"},
-            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
         ],
     )
-    return {"trainingjobs.yaml": trainingjob, "nodetopologies.yaml": nodetopology}
+    nodepodgpus = _node_crd(
+        kind=NodePodGpus.kind,
+        plural=NodePodGpus.plural,
+        singular="nodepodgpus",
+        short_name="npg",
+        description="Which GPUs the kubelet gave each pod on one node (name = node name); written by the node probe.",
+        status=NodePodGpusStatus,
+        status_description="The pods holding GPUs, from the kubelet's PodResources API.",
+        columns=[{"name": "Pods", "type": "string", "jsonPath": ".status.pods[*].name"}],
+    )
+    return {"trainingjobs.yaml": trainingjob, "nodetopologies.yaml": nodetopology, "nodepodgpus.yaml": nodepodgpus}
 
 
 def render(crd: dict[str, Any]) -> str:

@@ -1,14 +1,16 @@
-"""The NodeTopology resource: one per GPU node, written by the node probe, read by the operator."""
+"""The NodeTopology resource: one per GPU node, written by the node probe, read by the operator.
+
+It says what the node's GPUs, links and NICs are and how healthy; it is written when that changes. Which pods
+hold which GPUs changes far more often and is a small object of its own (``NodePodGpus``)."""
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import Field
 
-from gputopo.api.base import StatusModel
+from gputopo.api.base import NodeObject, StatusModel
 from gputopo.api.conditions import Condition
-from gputopo.api.group import API_VERSION
 
 __all__ = [
     "FabricHealth",
@@ -28,7 +30,6 @@ __all__ = [
     "NvlinkDomain",
     "NvlinkInfo",
     "PcieInfo",
-    "PodGpus",
     "ProbeInfo",
     "SystemInfo",
 ]
@@ -176,14 +177,6 @@ class NicStatus(StatusModel):
     gpu_affinity: list[NicAffinity] = Field(default_factory=list)
 
 
-class PodGpus(StatusModel):
-    """Which GPUs the kubelet's device manager gave a pod (from the PodResources API)."""
-
-    namespace: str
-    name: str
-    gpus: list[int] = Field(default_factory=list)
-
-
 class NodeTopologyStatus(StatusModel):
     observed_at: datetime | None = None
     probe: ProbeInfo = Field(default_factory=ProbeInfo)
@@ -191,17 +184,10 @@ class NodeTopologyStatus(StatusModel):
     gpus: list[GpuStatus] = Field(default_factory=list)
     links: list[LinkStatus] = Field(default_factory=list)
     nics: list[NicStatus] = Field(default_factory=list)
-    pods: list[PodGpus] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)
 
 
-class NodeTopology(StatusModel):
+class NodeTopology(NodeObject):
     kind: ClassVar[str] = "NodeTopology"
     plural: ClassVar[str] = "nodetopologies"
-    api_version: str = Field(default=API_VERSION, alias="apiVersion")
-    metadata: dict[str, Any] = Field(default_factory=dict)
     status: NodeTopologyStatus = Field(default_factory=NodeTopologyStatus)
-
-    @property
-    def name(self) -> str:
-        return str(self.metadata.get("name", ""))

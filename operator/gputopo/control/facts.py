@@ -22,7 +22,7 @@ from gputopo.api.group import (
     LABEL_JOB,
     LABEL_RANK,
 )
-from gputopo.api.nodetopology import PodGpus
+from gputopo.api.nodepodgpus import PodGpus
 from gputopo.api.trainingjob import TrainingJobSpec, TrainingJobStatus
 from gputopo.placement.constraints import Taint
 from gputopo.topology.model import Topology
@@ -32,6 +32,7 @@ __all__ = [
     "JobKey",
     "NodeFacts",
     "PodFacts",
+    "PodGpusFacts",
     "TopologyFacts",
     "format_gpus",
     "job_facts",
@@ -200,17 +201,23 @@ def pod_facts(body: Mapping[str, Any]) -> PodFacts:
 
 @dataclass(frozen=True, slots=True)
 class TopologyFacts:
-    """A NodeTopology as the operator uses it: the pure model, and which GPUs each pod really holds."""
+    """A NodeTopology as the operator uses it: the pure model."""
 
     name: str
     topology: Topology | None  # None when the status could not be turned into a model
-    pods: tuple[PodGpus, ...] = ()
     error: str = ""
-    observed_at: datetime | None = None  # when the probe published this content
+
+
+@dataclass(frozen=True, slots=True)
+class PodGpusFacts:
+    """A NodePodGpus as the operator uses it: which GPUs each pod on the node really holds, and since when."""
+
+    name: str
+    pods: tuple[PodGpus, ...] = ()
     # Per pod (namespace, name): when the probe first published its current GPU list.
     pod_since: Mapping[tuple[str, str], datetime] = field(default_factory=dict)
-    # When the probe last published, unchanged content (a heartbeat) included. Not part of equality, so a
-    # heartbeat still changes nothing the control loop is woken for.
+    # When the probe last published, unchanged pods (a heartbeat) included. Not part of equality, so a
+    # heartbeat changes nothing the control loop is woken for.
     seen_at: datetime | None = field(default=None, compare=False)
 
 

@@ -1,7 +1,7 @@
 """The cluster view: indexed facts turned into the placement engine's ``Snapshot``.
 
 A GPU counts as used when any of these says so, reality first:
-  1. the node's probe reports a pod holding it (``NodeTopology.status.pods``);
+  1. the node's probe reports a pod holding it (``NodePodGpus.status.pods``);
   2. one of gputopo's pods is bound to the node with it planned (annotation);
   3. a pod gputopo does not own is bound to the node and requests GPUs the probe has not attributed —
      it gets the highest free indices, so the count is right even when the indices are unknown;
@@ -19,11 +19,11 @@ kube-scheduler counts taken.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from gputopo.control.dra import DraView
-from gputopo.control.facts import NodeFacts, PodFacts, TopologyFacts
+from gputopo.control.facts import NodeFacts, PodFacts, PodGpusFacts, TopologyFacts
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.quarantine import Quarantine
 from gputopo.placement.cache import PlacementCache
@@ -40,10 +40,11 @@ class ClusterView:
     nodes: Mapping[str, NodeFacts]
     pods: tuple[PodFacts, ...]  # pods holding or wanting GPUs, gputopo's and others'
     dra: DraView | None = None  # the DRA driver's devices and all claims; None in device-plugin mode
+    pod_gpus: Mapping[str, PodGpusFacts] = field(default_factory=dict)  # per node, the probe's report of its pods
 
     def real_gpus(self, namespace: str, name: str, node: str) -> tuple[int, ...] | None:
         """The GPUs the probe on ``node`` says the pod holds, or None when it has not said."""
-        facts = self.topologies.get(node)
+        facts = self.pod_gpus.get(node)
         if facts is None:
             return None
         for entry in facts.pods:
@@ -53,13 +54,13 @@ class ClusterView:
 
     def real_since(self, namespace: str, name: str, node: str) -> datetime | None:
         """When the probe on ``node`` first reported the pod's current GPU list."""
-        facts = self.topologies.get(node)
+        facts = self.pod_gpus.get(node)
         return facts.pod_since.get((namespace, name)) if facts is not None else None
 
     def seen_at(self, node: str) -> datetime | None:
-        """When the probe on ``node`` last published (unchanged content too)."""
-        facts = self.topologies.get(node)
-        return (facts.seen_at or facts.observed_at) if facts is not None else None
+        """When the probe on ``node`` last published its pods (unchanged ones too: a heartbeat)."""
+        facts = self.pod_gpus.get(node)
+        return facts.seen_at if facts is not None else None
 
 
 def used_gpus(view: ClusterView, planned: Iterable[PlannedGang]) -> dict[str, frozenset[int]]:
@@ -73,8 +74,8 @@ def used_gpus(view: ClusterView, planned: Iterable[PlannedGang]) -> dict[str, fr
 
     jobs_of = {(p.namespace, p.name): p.job for p in view.pods if p.job is not None}
     attributed: set[tuple[str, str]] = set()
-    for name, facts in view.topologies.items():
-        for entry in facts.pods:
+    for name, report in view.pod_gpus.items():
+        for entry in report.pods:
             job = jobs_of.get((entry.namespace, entry.name))
             hold(name, (entry.namespace, job) if job is not None else ("pod", entry.namespace, entry.name), entry.gpus)
             attributed.add((entry.namespace, entry.name))

@@ -1,10 +1,10 @@
-"""The watches of the cluster's hardware: every Node and NodeTopology, as facts, for the control loop.
+"""The watches of the cluster's hardware: every Node, NodeTopology and NodePodGpus, as facts, for the loop.
 
 They run with the control loop (on the leader only) and wake it when something it reads changes: a
 Node's readiness, labels or taints (not its heartbeats), a NodeTopology's content (not its
-``observedAt``). With ``dra`` they also watch every ResourceSlice and every ResourceClaim (the devices
-kube-scheduler allocates from, and who holds them). A failure a NodeTopology shows is also noted in the
-quarantine here, as it arrives.
+``observedAt``), the pods a NodePodGpus lists (not its heartbeats). With ``dra`` they also watch every
+ResourceSlice and every ResourceClaim (the devices kube-scheduler allocates from, and who holds them). A
+failure a NodeTopology shows is also noted in the quarantine here, as it arrives.
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
 from gputopo.api.group import GROUP, VERSION
 from gputopo.control.dra import ClaimFacts, DraView, SliceFacts, claim_facts, slice_facts
-from gputopo.control.facts import NodeFacts, TopologyFacts, node_facts, parse_time
+from gputopo.control.facts import NodeFacts, PodGpusFacts, TopologyFacts, node_facts
+from gputopo.control.podgpus import pod_gpus_facts
 from gputopo.control.quarantine import Quarantine
-from gputopo.control.topologies import Digests, carry_pod_since, content_digests, topology_facts, with_pods
+from gputopo.control.topologies import content_digest, topology_facts
 from gputopo.controller.client import KubeClient, resource_path
 from gputopo.controller.reflector import Reflector
 
@@ -41,7 +41,7 @@ class ClusterWatches:
         dra: bool = False,
     ) -> None:
         self.quarantine = quarantine
-        self._digests: dict[str, Digests] = {}
+        self._digests: dict[str, bytes] = {}
         self.nodes: Reflector[NodeFacts] = Reflector(
             client, "Nodes", "/api/v1/nodes", self._node, on_change=poke, page_size=page_size
         )
@@ -52,6 +52,14 @@ class ClusterWatches:
             self._topology,
             on_change=poke,
             on_delete=self._forget,
+            page_size=page_size,
+        )
+        self.pod_gpus: Reflector[PodGpusFacts] = Reflector(
+            client,
+            "NodePodGpus",
+            f"/apis/{GROUP}/{VERSION}/nodepodgpus",
+            self._pod_gpus,
+            on_change=poke,
             page_size=page_size,
         )
         self.slices: Reflector[SliceFacts] | None = None
@@ -93,28 +101,25 @@ class ClusterWatches:
     def _topology(self, name: str, obj: Mapping[str, Any], before: TopologyFacts | None) -> TopologyFacts:
         status = obj.get("status")
         status = status if isinstance(status, Mapping) else {}
-        digests = content_digests(status)
-        known = self._digests.get(name) if before is not None else None
-        if before is not None and known == digests:
-            # Same content: keep the facts (and the time the content last changed); note the publication.
-            return replace(before, seen_at=parse_time(status.get("observedAt")) or before.seen_at)
-        facts = None
-        if before is not None and before.topology is not None and known is not None and known[0] == digests[0]:
-            facts = with_pods(before, status)  # only the pods changed: the same model object
-        if facts is None:
-            facts = topology_facts({"metadata": {"name": name}, "status": dict(status)})
-        now = datetime.now(UTC)
-        facts = replace(carry_pod_since(before, facts, now), seen_at=facts.observed_at)
-        self._digests[name] = digests
+        digest = content_digest(status)
+        if before is not None and self._digests.get(name) == digest:
+            return before  # the same content (a resync): the same facts, the same model object
+        facts = topology_facts({"metadata": {"name": name}, "status": dict(status)})
+        self._digests[name] = digest
         if facts.topology is not None:
-            self.quarantine.observe(name, facts.topology, now)
+            self.quarantine.observe(name, facts.topology, datetime.now(UTC))
         if facts.error:
             logger.warning("NodeTopology %s: %s", name, facts.error)
         return facts
 
+    @staticmethod
+    def _pod_gpus(name: str, obj: Mapping[str, Any], before: PodGpusFacts | None) -> PodGpusFacts:
+        # equal facts (a heartbeat: only seen_at moved) are no change to the reflector: no poke
+        return pod_gpus_facts(name, obj, before, datetime.now(UTC))
+
     async def __aenter__(self) -> ClusterWatches:
-        """Start both watches and return once each has listed its kind once."""
-        reflectors: list[Reflector[Any]] = [self.nodes, self.topologies]
+        """Start the watches and return once each has listed its kind once."""
+        reflectors: list[Reflector[Any]] = [self.nodes, self.topologies, self.pod_gpus]
         reflectors += [r for r in (self.slices, self.claims) if r is not None]
         self._tasks = [asyncio.create_task(r.run(), name=f"watch {r.kind}") for r in reflectors]
         await asyncio.gather(*(r.synced.wait() for r in reflectors))

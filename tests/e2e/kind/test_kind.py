@@ -301,7 +301,7 @@ def probes_report_the_plan(k: Kind, placement: dict[str, Any], met: dict[int, An
     """Each rank's node's probe reports the rank's pod holding its planned GPUs (from the kubelet's PodResources)."""
     for worker in placement["workers"]:
         name = met[worker["rank"]][1]["metadata"]["name"]
-        pods = k.get("nodetopology", worker["node"]).get("status", {}).get("pods", [])
+        pods = k.get("nodepodgpus", worker["node"]).get("status", {}).get("pods", [])
         if {"namespace": JOBS_NS, "name": name, "gpus": sorted(worker["gpus"])} not in pods:
             return False
     return True
@@ -368,6 +368,6 @@ def test_helm_uninstall_leaves_no_gputopo_pods_and_keeps_the_crds_and_jobs(insta
     wait_for("no pods left in the release namespace", lambda: not installed.get("pods", "-n", NS)["items"], timeout=180)
     # docs/install.md and the README: crds.keep (the default) keeps the CRDs, and with them the jobs.
     crds = {c["metadata"]["name"] for c in installed.get("crds")["items"]}
-    assert {"trainingjobs.gputopo.io", "nodetopologies.gputopo.io"} <= crds
+    assert {"trainingjobs.gputopo.io", "nodetopologies.gputopo.io", "nodepodgpus.gputopo.io"} <= crds
     jobs = {j["metadata"]["name"] for j in installed.get("trainingjobs", "-n", JOBS_NS)["items"]}
     assert {"ring", "ring-fault", "ring-failover"} <= jobs

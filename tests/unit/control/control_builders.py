@@ -7,9 +7,10 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gputopo.api.nodetopology import FabricState, GpuHealthState, LinkState, NicState, PodGpus
+from gputopo.api.nodepodgpus import PodGpus
+from gputopo.api.nodetopology import FabricState, GpuHealthState, LinkState, NicState
 from gputopo.api.trainingjob import TrainingJobSpec, TrainingJobStatus
-from gputopo.control.facts import JobFacts, NodeFacts, PodFacts, TopologyFacts, job_facts
+from gputopo.control.facts import JobFacts, NodeFacts, PodFacts, PodGpusFacts, TopologyFacts, job_facts
 from gputopo.control.view import ClusterView
 from gputopo.topology.catalog import load_node_type
 from gputopo.topology.fabric import health_mask, with_fabric
@@ -165,19 +166,18 @@ class ClusterBuilder:
 
     def view(self) -> ClusterView:
         return ClusterView(
-            topologies={
-                n: TopologyFacts(
-                    n,
-                    t,
-                    tuple(self.real.get(n, ())),
-                    observed_at=self.observed_at,
-                    pod_since={(p.namespace, p.name): self.observed_at for p in self.real.get(n, ())},
-                    seen_at=self.seen_at,
-                )
-                for n, t in self.topologies.items()
-            },
+            topologies={n: TopologyFacts(n, t) for n, t in self.topologies.items()},
             nodes=dict(self.nodes),
             pods=tuple(p for p in self.pods if p.node),
+            pod_gpus={
+                n: PodGpusFacts(
+                    n,
+                    tuple(self.real.get(n, ())),
+                    pod_since={(p.namespace, p.name): self.observed_at for p in self.real.get(n, ())},
+                    seen_at=self.seen_at or self.observed_at,
+                )
+                for n in self.topologies
+            },
         )
 
 

@@ -87,14 +87,22 @@ def test_an_odd_nodetopology_gives_facts_without_a_model(status: object) -> None
 
 
 def test_a_pod_entry_keeps_the_time_its_gpus_first_appeared() -> None:
-    from gputopo.api.nodetopology import PodGpus
-    from gputopo.control.facts import TopologyFacts
-    from gputopo.control.topologies import carry_pod_since
+    from gputopo.control.podgpus import pod_gpus_facts
 
-    def report(gpus: list[int], t: float) -> TopologyFacts:
-        return TopologyFacts("n1", None, (PodGpus(namespace="a", name="p", gpus=gpus),), observed_at=at(t))
+    def report(gpus: list[int], t: float) -> dict[str, object]:
+        pods = [{"namespace": "a", "name": "p", "gpus": gpus}]
+        return {"status": {"observedAt": at(t).isoformat(), "pods": pods}}
 
-    first = carry_pod_since(None, report([0, 1], 0), at(0))
-    same = carry_pod_since(first, report([0, 1], 5), at(5))
-    moved = carry_pod_since(same, report([2, 3], 9), at(9))
+    first = pod_gpus_facts("n1", report([0, 1], 0), None, at(100))
+    same = pod_gpus_facts("n1", report([0, 1], 5), first, at(100))
+    moved = pod_gpus_facts("n1", report([2, 3], 9), same, at(100))
     assert same.pod_since[("a", "p")] == at(0) and moved.pod_since[("a", "p")] == at(9)
+    assert same == first, "a heartbeat (the same pods, later) is no change: it wakes no pass"
+    assert same.seen_at == at(5)
+
+
+def test_a_pod_report_that_does_not_parse_says_nothing() -> None:
+    from gputopo.control.podgpus import pod_gpus_facts
+
+    facts = pod_gpus_facts("n1", {"status": {"pods": [{"name": 3}]}}, None, at(0))
+    assert facts.pods == () and facts.seen_at is None

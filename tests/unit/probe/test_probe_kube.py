@@ -58,9 +58,10 @@ class FakeApiServer:
             def do_PATCH(self) -> None:
                 body = self._body()
                 owner.requests.append(("PATCH", self.path, self.headers["Content-Type"], body))
-                name = self.path.split("?")[0].split("/")[5] if "/nodetopologies/" in self.path else ""
+                parts = self.path.split("?")[0].split("/")
+                name = "/".join(parts[4:6]) if len(parts) > 5 and parts[2] == "gputopo.io" else ""
                 if self.path.split("?")[0].endswith("/status") and name not in owner.topologies:
-                    self._reply(404, {"message": f"nodetopologies {name} not found"})
+                    self._reply(404, {"message": f"{name} not found"})
                     return
                 if name:
                     owner.topologies.add(name)
@@ -104,6 +105,18 @@ def test_server_side_apply_creates_then_applies_status(api: tuple[FakeApiServer,
     assert first_create[3]["metadata"]["ownerReferences"][0] == {
         "apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "uid-n1", "blockOwnerDeletion": False,
     }  # fmt: skip
+
+
+def test_the_pods_object_is_created_then_applied_the_same_way(api: tuple[FakeApiServer, Kube]) -> None:
+    server, kube = api
+    kube.apply_node_topology("n1", "uid-n1", {"gpus": []})
+    kube.apply_node_pod_gpus("n1", "uid-n1", {"pods": []})
+    kube.apply_node_pod_gpus("n1", "uid-n1", {"pods": [{"namespace": "ml", "name": "p", "gpus": [0]}]})
+    base = "/apis/gputopo.io/v1alpha1/nodepodgpus/n1"
+    patches = [path.split("?")[0] for method, path, _, _ in server.requests if method == "PATCH" and base in path]
+    assert patches == [base + "/status", base, base + "/status", base + "/status"]
+    created = next(b for m, p, _, b in server.requests if m == "PATCH" and p.split("?")[0] == base)
+    assert created["kind"] == "NodePodGpus" and created["metadata"]["ownerReferences"][0]["uid"] == "uid-n1"
 
 
 def test_labels_events_and_node_uid(api: tuple[FakeApiServer, Kube]) -> None:
@@ -199,6 +212,10 @@ def test_once_publishes_a_fake_node(api: tuple[FakeApiServer, Kube], tmp_path: P
     assert main([*argv, "--kubeconfig", str(kubeconfig), "--listen", "off"]) == 0
     writes = {(m, p.split("?")[0]) for m, p, _, _ in server.requests if m == "PATCH"}
     base = "/apis/gputopo.io/v1alpha1/nodetopologies/n1"
-    assert writes == {("PATCH", base), ("PATCH", base + "/status"), ("PATCH", "/api/v1/nodes/n1")}
+    pods = "/apis/gputopo.io/v1alpha1/nodepodgpus/n1"
+    assert writes == {
+        ("PATCH", base), ("PATCH", base + "/status"), ("PATCH", pods), ("PATCH", pods + "/status"),
+        ("PATCH", "/api/v1/nodes/n1"),
+    }  # fmt: skip
     status = next(b for m, p, _, b in server.requests if p.startswith(base + "/status") and b)["status"]
     assert len(status["gpus"]) == 8 and len(status["nics"]) == 10

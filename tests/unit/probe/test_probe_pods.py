@@ -11,7 +11,7 @@ import grpc
 import pytest
 from probe_builders import hgx, pairs_board
 
-from gputopo.api.nodetopology import PodGpus
+from gputopo.api.nodepodgpus import PodGpus
 from gputopo.topology.catalog import load_node_type
 from gputopo_probe.discovery.gpus import dra_device_names
 from gputopo_probe.errors import PodResourcesError

@@ -1,4 +1,5 @@
-"""The publisher: writes only on change plus a heartbeat, labels, Events on transitions, backoff on errors."""
+"""The publisher: the NodeTopology on change, the NodePodGpus on change plus a heartbeat, labels, Events on
+transitions, backoff on errors."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from gputopo.api.labels import (
     LABEL_NIC_RATE,
     LABEL_NVLINK_DOMAIN,
 )
-from gputopo.api.nodetopology import NodeTopologyStatus, PodGpus
+from gputopo.api.nodepodgpus import PodGpus
+from gputopo.api.nodetopology import NodeTopologyStatus
 from gputopo_probe.errors import ApiError
 from gputopo_probe.publish.labels import node_labels
 from gputopo_probe.publish.publisher import CONFIRM_PODS_AFTER_S, Publisher
@@ -28,7 +30,8 @@ class RecordingKube:
     """Records what the publisher writes; ``fail`` makes the next calls raise."""
 
     def __init__(self) -> None:
-        self.statuses: list[dict[str, Any]] = []
+        self.statuses: list[dict[str, Any]] = []  # NodeTopology statuses
+        self.pod_statuses: list[dict[str, Any]] = []  # NodePodGpus statuses
         self.labels: list[dict[str, str]] = []
         self.events: list[tuple[str, str, bool]] = []
         self.fail: list[ApiError] = []
@@ -46,6 +49,11 @@ class RecordingKube:
         self._maybe_fail()
         assert node_uid == "uid-1"
         self.statuses.append(status)
+
+    def apply_node_pod_gpus(self, name: str, node_uid: str, status: dict[str, Any]) -> None:
+        self._maybe_fail()
+        assert node_uid == "uid-1"
+        self.pod_statuses.append(status)
 
     def apply_node_labels(self, name: str, labels: dict[str, str]) -> None:
         self._maybe_fail()
@@ -68,23 +76,55 @@ class Clock:
         return self.now
 
 
-def _setup(fake_probe: ProbeFactory, heartbeat_s: float = 60.0) -> tuple[Any, Any, RecordingKube, Clock, Publisher]:
+def _setup(
+    fake_probe: ProbeFactory, heartbeat_s: float = 60.0, **publisher: float
+) -> tuple[Any, Any, RecordingKube, Clock, Publisher]:
     probe, _, store = fake_probe(hgx(), down_after=1, up_after=1)
     kube, clock = RecordingKube(), Clock()
-    return probe, store, kube, clock, Publisher(kube, "node-1", heartbeat_s=heartbeat_s, clock=clock)
+    return probe, store, kube, clock, Publisher(kube, "node-1", heartbeat_s=heartbeat_s, clock=clock, **publisher)
 
 
-def test_writes_only_on_change_plus_heartbeat(fake_probe: ProbeFactory) -> None:
-    probe, _, kube, clock, publisher = _setup(fake_probe, heartbeat_s=30)
+def _with_pods(fake_probe: ProbeFactory, held: list[PodGpus]) -> tuple[Any, Any, RecordingKube, Clock, Publisher]:
+    """A probe whose kubelet reports the pods in ``held`` (change it to start and end pods), published once."""
+    probe, _, store = fake_probe(hgx(), down_after=1, up_after=1, pods=lambda: list(held))
+    kube, clock = RecordingKube(), Clock()
+    publisher = Publisher(kube, "node-1", heartbeat_s=60, clock=clock)
     assert publisher.publish(probe.poll())
+    return probe, store, kube, clock, publisher
+
+
+def test_the_heartbeat_rewrites_the_small_pods_object_and_only_a_resync_the_topology(fake_probe: ProbeFactory) -> None:
+    probe, _, kube, clock, publisher = _setup(fake_probe, heartbeat_s=30, topology_resync_s=100)
+    assert publisher.publish(probe.poll())
+    assert len(kube.statuses) == 1 and len(kube.pod_statuses) == 1 and len(kube.labels) == 1
     for _ in range(5):
         clock.now += 5
         assert not publisher.publish(probe.poll())
-    assert len(kube.statuses) == 1 and len(kube.labels) == 1
     clock.now += 10  # 35 s after the first write
     assert publisher.publish(probe.poll())
-    assert len(kube.statuses) == 2 and len(kube.labels) == 1, "a heartbeat rewrites the status, not labels"
-    assert kube.statuses[1]["observedAt"] != kube.statuses[0]["observedAt"]
+    assert len(kube.pod_statuses) == 2, "the heartbeat"
+    assert len(kube.statuses) == 1 and len(kube.labels) == 1, "the hardware reads the same: not rewritten"
+    assert kube.pod_statuses[1]["observedAt"] != kube.pod_statuses[0]["observedAt"]
+    clock.now += 70  # 105 s after the first write
+    assert publisher.publish(probe.poll())
+    assert len(kube.statuses) == 2, "the resync (a NodeTopology deleted by hand comes back)"
+    assert kube.statuses[1]["gpus"] == kube.statuses[0]["gpus"]
+
+
+def test_pods_and_readings_are_written_apart(fake_probe: ProbeFactory) -> None:
+    """A pod that starts rewrites only the small NodePodGpus; a reading that changes only the NodeTopology."""
+    held: list[PodGpus] = []
+    probe, store, kube, clock, publisher = _with_pods(fake_probe, held)
+    held.append(PodGpus(namespace="ns", name="job-0", gpus=[0, 1]))
+    assert not publisher.publish(probe.poll())  # first seen
+    clock.now += CONFIRM_PODS_AFTER_S
+    assert publisher.publish(probe.poll())
+    assert len(kube.statuses) == 1 and [p["name"] for p in kube.pod_statuses[-1]["pods"]] == ["job-0"]
+    assert "pods" not in kube.statuses[0]
+    store.link("node-1", 0, 1, "down")
+    clock.now += 1
+    assert publisher.publish(probe.poll())
+    assert len(kube.statuses) == 2 and len(kube.pod_statuses) == 2
 
 
 def test_a_fault_is_published_with_labels_and_events(fake_probe: ProbeFactory) -> None:
@@ -209,10 +249,7 @@ def test_a_new_pod_is_published_once_a_second_after_it_was_first_seen(fake_probe
     """The operator believes a pod's GPUs from a publication a whole second past its binding: the probe writes
     a new pod when that publication can be believed, once, not at once and again a second later."""
     held: list[PodGpus] = []
-    probe, _, _ = fake_probe(hgx(), down_after=1, up_after=1, pods=lambda: list(held))
-    kube, clock = RecordingKube(), Clock()
-    publisher = Publisher(kube, "node-1", heartbeat_s=60, clock=clock)
-    assert publisher.publish(probe.poll())
+    probe, _, kube, clock, publisher = _with_pods(fake_probe, held)
     held.append(PodGpus(namespace="ns", name="job-0", gpus=[0, 1]))
     clock.now += 0.3
     assert not publisher.publish(probe.poll())  # first seen: not yet
@@ -221,30 +258,27 @@ def test_a_new_pod_is_published_once_a_second_after_it_was_first_seen(fake_probe
     assert not publisher.publish(probe.poll())
     clock.now += CONFIRM_PODS_AFTER_S - 0.5
     assert publisher.publish(probe.poll())  # job-0 seen 1.1 s ago: both go out
-    assert [p["name"] for p in kube.statuses[-1]["pods"]] == ["job-0", "job-1"]
+    assert [p["name"] for p in kube.pod_statuses[-1]["pods"]] == ["job-0", "job-1"]
     assert not publisher.publish(probe.poll())
     clock.now += 0.6
     assert publisher.publish(probe.poll())  # job-1 was seen only 0.6 s before that write: written again
-    assert kube.statuses[-1]["pods"] == kube.statuses[-2]["pods"]
+    assert kube.pod_statuses[-1]["pods"] == kube.pod_statuses[-2]["pods"]
     for _ in range(5):
         clock.now += 2
         assert not publisher.publish(probe.poll())  # then only the heartbeat
-    assert len(kube.statuses) == 3
+    assert len(kube.pod_statuses) == 3 and len(kube.statuses) == 1
 
 
 def test_a_pod_gone_is_published_at_once_and_a_pod_new_with_it_confirmed(fake_probe: ProbeFactory) -> None:
     """Freed GPUs are news the operator can use at once; a pod new in the same write is written again later."""
     held = [PodGpus(namespace="ns", name="old-0", gpus=[0, 1])]
-    probe, _, _ = fake_probe(hgx(), down_after=1, up_after=1, pods=lambda: list(held))
-    kube, clock = RecordingKube(), Clock()
-    publisher = Publisher(kube, "node-1", heartbeat_s=60, clock=clock)
-    assert publisher.publish(probe.poll())
+    probe, _, kube, clock, publisher = _with_pods(fake_probe, held)
     clock.now += 5
     held[:] = [PodGpus(namespace="ns", name="new-0", gpus=[4, 5])]
     assert publisher.publish(probe.poll())  # old-0 gone: at once
-    assert [p["name"] for p in kube.statuses[-1]["pods"]] == ["new-0"]
+    assert [p["name"] for p in kube.pod_statuses[-1]["pods"]] == ["new-0"]
     clock.now += 0.5
     assert not publisher.publish(probe.poll())
     clock.now += CONFIRM_PODS_AFTER_S
     assert publisher.publish(probe.poll())  # new-0's confirmation
-    assert len(kube.statuses) == 3
+    assert len(kube.pod_statuses) == 3 and len(kube.statuses) == 1
