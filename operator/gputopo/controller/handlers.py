@@ -63,10 +63,14 @@ def runtime_of(memo: Any) -> Runtime:
     return runtime
 
 
-def _poke(memo: Any) -> None:
+def _runtime(memo: Any) -> Runtime | None:
     runtime = memo.get(RUNTIME) if hasattr(memo, "get") else None
-    if isinstance(runtime, Runtime):
-        runtime.poke()
+    return runtime if isinstance(runtime, Runtime) else None
+
+
+def _poke(memo: Any, urgent: bool = True) -> None:
+    if (runtime := _runtime(memo)) is not None:
+        runtime.poke(urgent)
 
 
 def _single(store: Iterable[Any]) -> Any:
@@ -122,7 +126,8 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
     @kopf.index(GROUP, VERSION, "trainingjobs", registry=registry, id="training_jobs")
     async def training_jobs(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[JobKey, JobFacts]:
         facts = job_facts(body)
-        _poke(memo)
+        if (runtime := _runtime(memo)) is not None:
+            runtime.job_indexed(facts)
         return {facts.key: facts}
 
     @kopf.index("v1", "pods", registry=registry, id="job_pods")
@@ -130,7 +135,7 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
         if LABEL_JOB not in labels:
             return {}
         facts = pod_facts(body)
-        _poke(memo)
+        _poke(memo, urgent=False)  # reports, failures of a running gang: see the runtime's quiet window
         return {JobKey((facts.namespace, str(facts.job))): facts}
 
     @kopf.index("v1", "pods", registry=registry, id="gpu_pods")
@@ -171,6 +176,7 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
             runtime.client,
             runtime.quarantine,
             runtime.poke,
+            poke_soon=lambda: runtime.poke(urgent=False),
             page_size=runtime.settings.list_chunk_size,
             dra=runtime.settings.gpu_allocation is GpuAllocation.DRA,
         ) as watches:

@@ -8,6 +8,11 @@ The writers share the API concurrency through a priority gate: new gangs first, 
 jobs' writes, then Events. While a job's writes go out, and until the watches show the pods they created,
 the job is busy: passes leave it alone (``run_pass``'s ``busy``). Its plan is in the ledger from the moment it
 is decided, so a pass planning meanwhile never gives its GPUs to another job.
+
+While gangs' writes go out and the queue is empty, a pass has only reports to work out, and those wait for the
+gangs anyway. News that cannot change a plan (pods of gputopo's jobs, pods' GPU reports, claims, a gang's
+writes done) then runs a pass at most every ``QUIET_PASS_SECONDS``; news that can (a job new or changed,
+hardware, a pod that is not gputopo's, the last gang's writes done, a time a pass asked for) runs one at once.
 """
 
 from __future__ import annotations
@@ -58,6 +63,10 @@ SHOWN_WITHIN_SECONDS = 10.0
 # While gangs' writes go out, a job's report (a status, Events, nothing else) waits for them this long at
 # most; a later pass reports whatever is true then, in one write instead of several.
 REPORT_DELAY_SECONDS = 5.0
+# While gangs' writes go out and the last pass had nothing to place, news that cannot change a plan waits this
+# long after that pass for the next (each pass steps every job: a few ms per hundred jobs, under the GIL the
+# writers need).
+QUIET_PASS_SECONDS = 0.5
 
 
 class Priority(IntEnum):
@@ -97,6 +106,11 @@ class Runtime:
     # Consecutive failed applies per job, for the retry backoff.
     failures: dict[JobKey, int] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    urgent: asyncio.Event = field(default_factory=asyncio.Event)  # the news can change a plan: no quiet window
+    # When the last pass ended having had nothing to place while gangs' writes went out (monotonic); None else.
+    quiet_since: float | None = None
+    # Each job's generation as last indexed: a job new or changed is news that can change a plan.
+    generations: dict[JobKey, int] = field(default_factory=dict)
     # Each job's writes being applied, and the Events being posted after them.
     writing: dict[JobKey, asyncio.Task[None]] = field(default_factory=dict)
     events_in_flight: set[asyncio.Task[None]] = field(default_factory=set)
@@ -120,9 +134,17 @@ class Runtime:
         s = self.settings
         return Config(s.tiers, s.unschedulable_timeout_seconds, s.node_not_ready_grace_seconds, s.gpu_allocation)
 
-    def poke(self) -> None:
-        """Something changed: run a pass soon."""
+    def poke(self, urgent: bool = True) -> None:
+        """Something changed: run a pass soon. Not ``urgent``: the change cannot alter a plan (see the module)."""
         self.wake.set()
+        if urgent:
+            self.urgent.set()
+
+    def job_indexed(self, job: JobFacts) -> None:
+        """A TrainingJob event: urgent when the job is new or its spec changed, not for its status."""
+        urgent = self.generations.get(job.key) != job.generation
+        self.generations[job.key] = job.generation
+        self.poke(urgent)
 
     def _slots(self) -> PriorityGate:
         if self.gate is None:
@@ -150,19 +172,33 @@ class Runtime:
             timeout = self.settings.resync_seconds
             if wake_at is not None:
                 timeout = max(0.0, min(timeout, (wake_at - datetime.now(UTC)).total_seconds()))
-            with contextlib.suppress(TimeoutError):
+            try:
                 await asyncio.wait_for(self.wake.wait(), timeout=timeout)
+            except TimeoutError:
+                self.urgent.set()  # a time the last pass asked for, or the resync
             if stopped():
                 break
             if self.settings.settle_seconds:
                 await asyncio.sleep(self.settings.settle_seconds)
+            await self._quiet_window()
             self.wake.clear()
+            self.urgent.clear()
             try:
                 wake_at = await self.run_once(read())
             except Exception:  # one bad pass must not stop the loop; the next one starts afresh
                 logger.exception("control pass failed")
                 wake_at = None
         await self.drain()
+
+    async def _quiet_window(self) -> None:
+        """While gangs' writes go out after a pass that had nothing to place, wait out ``QUIET_PASS_SECONDS`` from
+        it unless urgent news comes."""
+        if self.quiet_since is None or not self.placing or self.urgent.is_set():
+            return
+        left = self.quiet_since + QUIET_PASS_SECONDS - time.monotonic()
+        if left > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.urgent.wait(), timeout=left)
 
     async def drain(self) -> None:
         """Let the writes and Events still going out finish, for a while; cancel what is left."""
@@ -191,6 +227,8 @@ class Runtime:
             del self.refused[key]
         for key in [k for k in self.failures if k not in jobs]:
             del self.failures[key]
+        for key in [k for k in self.generations if k not in world.jobs]:
+            del self.generations[key]
         # The pass runs in a thread of its own, on copies of what the loop's side changes, so the writers and
         # the watches go on while it plans (its Python still shares the interpreter with them). Each job it
         # places is handed back to the loop at once and its writes start while the pass plans the next one.
@@ -236,6 +274,7 @@ class Runtime:
         self.metrics.writing.labels(kind="report held").set(len(self.reports_held))
         self.passes += 1
         self.last_pass = now
+        self.quiet_since = time.monotonic() if not result.outcomes and result.wake_at != now else None
         return result.wake_at
 
     # -- applying a pass --------------------------------------------------------------------------------------
@@ -306,7 +345,9 @@ class Runtime:
                 del self.writing[actions.job]
             if priority is Priority.PLACEMENT:
                 self.placing -= 1
-            self.poke()  # the job can be stepped again (and, after the last gang, the reports held go)
+            # The job can be stepped again: a placed gang's next step is a report, held while others go out;
+            # after the last gang the reports held go at once.
+            self.poke(urgent=priority is not Priority.PLACEMENT or not self.placing)
         if actions.events:
             task = asyncio.create_task(self._post_events(actions))
             self.events_in_flight.add(task)

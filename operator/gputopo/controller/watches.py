@@ -37,10 +37,14 @@ class ClusterWatches:
         quarantine: Quarantine,
         poke: Callable[[], None],
         *,
+        poke_soon: Callable[[], None] | None = None,
         page_size: int = 100,
         dra: bool = False,
     ) -> None:
+        """``poke_soon`` (``poke`` if not given) hears news that cannot change a plan: pods' GPU reports,
+        claims."""
         self.quarantine = quarantine
+        soon = poke_soon or poke
         self._digests: dict[str, bytes] = {}
         self.nodes: Reflector[NodeFacts] = Reflector(
             client, "Nodes", "/api/v1/nodes", self._node, on_change=poke, page_size=page_size
@@ -59,7 +63,7 @@ class ClusterWatches:
             "NodePodGpus",
             f"/apis/{GROUP}/{VERSION}/nodepodgpus",
             self._pod_gpus,
-            on_change=poke,
+            on_change=soon,
             page_size=page_size,
         )
         self.slices: Reflector[SliceFacts] | None = None
@@ -78,7 +82,7 @@ class ClusterWatches:
                 "ResourceClaims",
                 resource_path(None, "resourceclaims"),
                 lambda _, obj, __: claim_facts(obj),
-                on_change=poke,
+                on_change=soon,
                 page_size=page_size,
                 namespaced=True,
             )
