@@ -202,6 +202,8 @@ def test_in_dra_mode_each_rank_gets_a_claim_for_exactly_its_planned_gpus() -> No
         expression = f'device.attributes["gpu.nvidia.com"].uuid in [{uuids}]'
         assert request["selectors"] == [{"cel": {"expression": expression}}]
         assert claim["metadata"]["ownerReferences"][0]["uid"] == j.uid
+        # kube-scheduler's own finalizer, set at creation so that it does not update every claim to add it
+        assert claim["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
         spec = pod_body["spec"]
         assert spec["resourceClaims"] == [{"name": "gpus", "resourceClaimName": claim["metadata"]["name"]}]
         container = spec["containers"][0]
