@@ -135,7 +135,8 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
         if LABEL_JOB not in labels:
             return {}
         facts = pod_facts(body)
-        _poke(memo, urgent=False)  # reports, failures of a running gang: see the runtime's quiet window
+        if (runtime := _runtime(memo)) is not None:
+            runtime.pod_indexed(facts)
         return {JobKey((facts.namespace, str(facts.job))): facts}
 
     @kopf.index("v1", "pods", registry=registry, id="gpu_pods")

@@ -40,7 +40,7 @@ from gputopo.controller.errors import ApiError
 from gputopo.controller.gate import PriorityGate
 from gputopo.controller.metrics import Metrics
 from gputopo.controller.settings import OperatorSettings
-from gputopo.controller.turns import NodeTurns, Turn
+from gputopo.controller.turns import NODE_TURN_SECONDS, NodeTurns, Turn
 from gputopo.placement.cache import PlacementCache
 from gputopo.placement.types import Policy
 
@@ -126,8 +126,10 @@ class Runtime:
     last_pass: datetime | None = None
     # What passes worked out about the nodes' models, for the next pass (started anew past its bound).
     placement_cache: PlacementCache = field(default_factory=PlacementCache)
-    # devicePlugin mode: per node, new gangs release their pods in the order they were planned.
+    # devicePlugin mode: per node, new gangs release their pods in the order they were planned; a gang whose pods
+    # are out gives up its turn once the watch shows them bound (placement generation, pods not yet seen bound).
     turns: NodeTurns = field(default_factory=NodeTurns)
+    binding: dict[JobKey, tuple[Turn, int, set[str]]] = field(default_factory=dict)
 
     @property
     def config(self) -> Config:
@@ -139,6 +141,25 @@ class Runtime:
         self.wake.set()
         if urgent:
             self.urgent.set()
+
+    def pod_indexed(self, pod: PodFacts) -> None:
+        """A pod event of a gputopo job: news for a pass (not urgent), and maybe the binding a turn waits for."""
+        self.poke(urgent=False)
+        if pod.job is None or not pod.node:
+            return
+        key = JobKey((pod.namespace, pod.job))
+        held = self.binding.get(key)
+        if held is None or pod.generation != held[1]:
+            return
+        held[2].discard(pod.name)
+        if not held[2]:
+            self._give_up_turn(key, held[0])
+
+    def _give_up_turn(self, key: JobKey, turn: Turn) -> None:
+        turn.release()
+        held = self.binding.get(key)
+        if held is not None and held[0] is turn:
+            del self.binding[key]
 
     def job_indexed(self, job: JobFacts) -> None:
         """A TrainingJob event: urgent when the job is new or its spec changed, not for its status."""
@@ -204,6 +225,8 @@ class Runtime:
         """Let the writes and Events still going out finish, for a while; cancel what is left."""
         if self.report_timer is not None:
             self.report_timer.cancel()
+        for key, (turn, _, _) in list(self.binding.items()):
+            self._give_up_turn(key, turn)
         pending = {*self.writing.values(), *self.events_in_flight}
         if not pending:
             return
@@ -331,6 +354,7 @@ class Runtime:
     async def _write(
         self, actions: JobActions, job: JobFacts, plan: PlannedGang | None, priority: Priority, turn: Turn | None
     ) -> None:
+        to_show = None
         try:
             async with self._slots().slot(priority):
                 to_show = await self._apply_job(actions, job, plan, turn)
@@ -340,7 +364,7 @@ class Runtime:
             logger.exception("writing %s/%s failed", *actions.job)
         finally:
             if turn is not None:
-                turn.release()
+                self._after_turn(actions, turn, to_show)
             if self.writing.get(actions.job) is asyncio.current_task():
                 del self.writing[actions.job]
             if priority is Priority.PLACEMENT:
@@ -352,6 +376,16 @@ class Runtime:
             task = asyncio.create_task(self._post_events(actions))
             self.events_in_flight.add(task)
             task.add_done_callback(self.events_in_flight.discard)
+
+    def _after_turn(self, actions: JobActions, turn: Turn, generation: int | None) -> None:
+        """The next gang on the gang's nodes may go once kube-scheduler has bound its pods (the kubelet admits
+        them in that order), or after ``NODE_TURN_SECONDS``; at once when no pod went out."""
+        names = {str(body.get("metadata", {}).get("name", "")) for body in actions.pods} - {""}
+        if generation is None or not names:
+            turn.release()
+            return
+        self.binding[actions.job] = (turn, generation, names)
+        asyncio.get_running_loop().call_later(NODE_TURN_SECONDS, self._give_up_turn, actions.job, turn)
 
     async def _post_events(self, actions: JobActions) -> None:
         namespace, name = actions.job

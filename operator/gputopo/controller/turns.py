@@ -1,10 +1,11 @@
 """Per node, new gangs' pods reach kube-scheduler in the order they were planned (devicePlugin mode).
 
 In devicePlugin mode a job's plan is the device plugin's choice on what the jobs planned before it left free on
-the node. The kubelet makes that choice when it admits the pod: if a job planned later is admitted first, it gets
-the GPUs planned for the earlier one, and both differ from their plans. A gang's writes therefore release its
-pods (create them, or lift their gates) only once every gang planned before it on one of its nodes has released
-its own, or after ``NODE_TURN_SECONDS`` whatever happened to those.
+the node. The kubelet makes that choice when it admits the pod, in the order kube-scheduler binds: if a job
+planned later is admitted first, it gets the GPUs planned for the earlier one, and both differ from their plans.
+A gang's writes therefore release its pods (create them, or lift their gates) only once every gang planned before
+it on one of its nodes has had its own bound, or after ``NODE_TURN_SECONDS`` whatever happened to those (the
+runtime gives a turn up when the watch shows the gang's pods bound).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class Turn:
             await asyncio.wait_for(asyncio.gather(*(e.wait() for e in self.before)), timeout)
 
     def release(self) -> None:
-        """This gang's pods are out (or never will be): the next on its nodes may go."""
+        """This gang's pods are bound (or never will be): the next on its nodes may go."""
         self.mine.set()
 
 
