@@ -29,7 +29,8 @@ Per-stage breakdown of gputopo's time to Running, per job, from when things reac
 * planning alone: the planner's own time, from the operator's Prometheus metrics
   (``gputopo_placement_decision_seconds``, one observation per job decision;
   ``gputopo_control_pass_seconds``, one per control pass, API calls included), scraped after the side settles;
-  queue wait = (queue + planning) - the job's mean planner time;
+  queue wait = (queue + planning) - the job's mean planner time; of it, how long a placed gang's writes waited
+  for an API slot (``gputopo_gang_slot_wait_seconds``, its mean over the gangs);
 * API writes: plan seen -> the last of the gang's pods seen ADDED on a pod watch (the Service and, in dra mode,
   the ResourceClaims are created before the pods);
 * ungating: -> the last pod seen with no ``schedulingGates``;
@@ -486,6 +487,12 @@ def stage_summary(rows: Sequence[Mapping[str, Any]], metrics: Mapping[str, float
             "count": metrics.get("gputopo_control_pass_seconds_count", 0.0),
             "total_s": metrics.get("gputopo_control_pass_seconds_sum", 0.0),
         }
+        gangs = metrics.get("gputopo_gang_slot_wait_seconds_count", 0.0)
+        if gangs:
+            out["slot_wait"] = {
+                "mean_s": metrics.get("gputopo_gang_slot_wait_seconds_sum", 0.0) / gangs,
+                "gangs": gangs,
+            }
         queue = [max(0.0, r["stages"]["queue+planning"] - per_job) for r in rows if "queue+planning" in r["stages"]]
         out["queue"] = _stats(queue)
     return out
@@ -644,6 +651,13 @@ def markdown(report: dict[str, Any]) -> str:
                 cells.append(f"{_f(entry['p50'], '.2f')} / {_f(entry['mean'], '.2f')}")
         lines.append(f"| {names[stage]} | " + " | ".join(cells) + " |")
     lines.append(
+        "| of the queue wait: a placed gang's wait for an API slot (mean) | "
+        + " | ".join(
+            f"{res[s]['stages']['slot_wait']['mean_s']:.2f}" if "slot_wait" in res[s]["stages"] else "-" for s in sides
+        )
+        + " |"
+    )
+    lines.append(
         "| control passes (count, total s) | "
         + " | ".join(
             f"{res[s]['stages']['passes']['count']:.0f}, {res[s]['stages']['passes']['total_s']:.1f}"
@@ -743,9 +757,11 @@ def remaining(report: dict[str, Any]) -> list[str]:
         planner = st["planning"]["per_decision_mean_s"] if "planning" in st else 0.0
         decisions = st["planning"]["decisions"] if "planning" in st else 0.0
         later = sum((st.get(k) or {}).get("mean") or 0.0 for k in ("writes", "ungating", "binding", "start"))
+        slot = (st.get("slot_wait") or {}).get("mean_s")
+        waited = f", of which {slot:.2f} s waiting for an API slot once planned" if slot is not None else ""
         lines.append(
-            f"- {side}: {mean:.1f} s against {kube_mean:.1f} s. Queue wait {_f(st['queue']['mean'])} s: the jobs ahead "
-            f"being planned one after another ({decisions:.0f} planner calls of {planner * 1000:.1f} ms, "
+            f"- {side}: {mean:.1f} s against {kube_mean:.1f} s. Queue wait {_f(st['queue']['mean'])} s{waited}: the "
+            f"jobs ahead being planned one after another ({decisions:.0f} planner calls of {planner * 1000:.1f} ms, "
             f"{decisions * planner:.1f} s in all) and written, {_f(st['passes']['count'], '.0f')} control passes "
             f"taking {_f(st['passes']['total_s'])} s (the writes go out beside them); plan to Running {later:.2f} s. "
             "The API server "

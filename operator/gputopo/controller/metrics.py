@@ -29,6 +29,13 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.gang_slot_wait = Histogram(
+            "gputopo_gang_slot_wait_seconds",
+            "Time a newly placed gang's writes waited for an API slot (the API concurrency, shared by the gangs "
+            "in the order they were placed) after its plan was decided.",
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
         self.queue_length = Gauge(
             "gputopo_queue_length", "TrainingJobs waiting for a placement.", registry=self.registry
         )

@@ -349,14 +349,23 @@ class Runtime:
             if self.settings.gpu_allocation is GpuAllocation.DEVICE_PLUGIN:
                 turn = self.turns.take(node for node, _ in plan.workers)
         priority = Priority.PLACEMENT if plan is not None else Priority.UPDATE
-        self.writing[actions.job] = asyncio.create_task(self._write(actions, job, plan, priority, turn))
+        write = self._write(actions, job, plan, priority, turn, time.monotonic())
+        self.writing[actions.job] = asyncio.create_task(write)
 
     async def _write(
-        self, actions: JobActions, job: JobFacts, plan: PlannedGang | None, priority: Priority, turn: Turn | None
+        self,
+        actions: JobActions,
+        job: JobFacts,
+        plan: PlannedGang | None,
+        priority: Priority,
+        turn: Turn | None,
+        started: float,
     ) -> None:
         to_show = None
         try:
             async with self._slots().slot(priority):
+                if priority is Priority.PLACEMENT:
+                    self.metrics.gang_slot_wait.observe(time.monotonic() - started)
                 to_show = await self._apply_job(actions, job, plan, turn)
             if to_show is not None:
                 self.unseen[actions.job] = (to_show, time.monotonic() + SHOWN_WITHIN_SECONDS)
