@@ -46,46 +46,28 @@ class ClusterWatches:
         self.quarantine = quarantine
         soon = poke_soon or poke
         self._digests: dict[str, bytes] = {}
+        group = f"/apis/{GROUP}/{VERSION}"
         self.nodes: Reflector[NodeFacts] = Reflector(
             client, "Nodes", "/api/v1/nodes", self._node, on_change=poke, page_size=page_size
         )
         self.topologies: Reflector[TopologyFacts] = Reflector(
-            client,
-            "NodeTopologies",
-            f"/apis/{GROUP}/{VERSION}/nodetopologies",
-            self._topology,
-            on_change=poke,
-            on_delete=self._forget,
-            page_size=page_size,
-        )
+            client, "NodeTopologies", f"{group}/nodetopologies", self._topology, on_change=poke,
+            on_delete=self._forget, page_size=page_size,
+        )  # fmt: skip
         self.pod_gpus: Reflector[PodGpusFacts] = Reflector(
-            client,
-            "NodePodGpus",
-            f"/apis/{GROUP}/{VERSION}/nodepodgpus",
-            self._pod_gpus,
-            on_change=soon,
-            page_size=page_size,
+            client, "NodePodGpus", f"{group}/nodepodgpus", self._pod_gpus, on_change=soon, page_size=page_size
         )
         self.slices: Reflector[SliceFacts] | None = None
         self.claims: Reflector[ClaimFacts] | None = None
         if dra:
             self.slices = Reflector(
-                client,
-                "ResourceSlices",
-                resource_path(None, "resourceslices"),
-                lambda _, obj, __: slice_facts(obj),
-                on_change=poke,
-                page_size=page_size,
-            )
+                client, "ResourceSlices", resource_path(None, "resourceslices"),
+                lambda _, obj, __: slice_facts(obj), on_change=poke, page_size=page_size,
+            )  # fmt: skip
             self.claims = Reflector(
-                client,
-                "ResourceClaims",
-                resource_path(None, "resourceclaims"),
-                lambda _, obj, __: claim_facts(obj),
-                on_change=soon,
-                page_size=page_size,
-                namespaced=True,
-            )
+                client, "ResourceClaims", resource_path(None, "resourceclaims"),
+                lambda _, obj, __: claim_facts(obj), on_change=soon, page_size=page_size, namespaced=True,
+            )  # fmt: skip
         self._tasks: list[asyncio.Task[None]] = []
 
     def dra_view(self) -> DraView | None:
