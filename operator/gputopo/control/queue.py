@@ -5,10 +5,11 @@ the next job, so two plans of one pass never share a GPU. A job that does not fi
 ones behind it (backfill), except that once the head of the queue has waited ``starvation_seconds``
 only jobs of at least its priority may go ahead of it.
 
-A pass may stop after ``limit`` placements: the jobs after that are left for the next pass, which then
-starts at once. The plans made so far go out to the API server while the rest are still being planned,
-instead of every job of a long queue waiting for the whole queue to be planned. Which job gets what does
-not change: the next pass sees the same queue, in the same order, with these placements reserved.
+A pass may stop after ``limit`` placements, or once it has planned for ``budget`` seconds: the jobs after
+that are left for the next pass, which then starts at once. The plans made so far go out to the API server
+while the rest are still being planned, instead of every job of a long queue waiting for the whole queue to
+be planned. Which job gets what does not change: the next pass sees the same queue, in the same order, with
+these placements reserved.
 """
 
 from __future__ import annotations
@@ -63,17 +64,22 @@ def drain(
     clock: Callable[[], float] | None = None,
     limit: int | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
+    budget: float | None = None,
 ) -> tuple[list[Outcome], Snapshot]:
     """Try the queued jobs in order; the snapshot returned has every placement of the pass reserved.
 
-    With ``limit``, stop once that many jobs are placed: the jobs not tried get no outcome (the caller
-    counts them as still queued and runs another pass). ``on_outcome`` hears each outcome as soon as it is
-    decided, before the next job is tried."""
+    With ``limit``, stop once that many jobs are placed; with ``budget`` (and a ``clock``), once a job was placed
+    and the pass has planned that many seconds. The jobs not tried get no outcome (the caller counts them as
+    still queued and runs another pass). ``on_outcome`` hears each outcome as soon as it is decided, before the
+    next job is tried."""
     outcomes: list[Outcome] = []
     head: QueuedJob | None = None
     placed = 0
+    began = clock() if clock is not None else 0.0
     for queued in order(jobs):
         if limit is not None and placed >= limit:
+            break
+        if budget is not None and clock is not None and placed and clock() - began >= budget:
             break
         if head is not None:
             starving = (now - head.queued_since).total_seconds() >= starvation_seconds

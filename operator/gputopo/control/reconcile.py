@@ -82,6 +82,7 @@ def run_pass(
     refused: Mapping[JobKey, str] | None = None,
     placements_per_pass: int | None = None,
     busy: Collection[JobKey] = frozenset(),
+    planning_seconds: float | None = None,
     on_placed: Callable[[JobActions, PlannedGang], None] | None = None,
     cache: PlacementCache | None = None,
 ) -> Pass:
@@ -89,7 +90,7 @@ def run_pass(
     and asks to run again right away (``wake_at`` now), when the waiting jobs are placed. ``refused`` holds
     the API server's answers to jobs whose pods it refused to create (their jobs turn Invalid). With
     ``placements_per_pass``, the queue stops after that many placements and the pass asks to run again at
-    once for the rest (see ``queue.drain``).
+    once for the rest (see ``queue.drain``); with ``planning_seconds``, likewise once it has planned that long.
 
     ``busy`` jobs are not stepped: their last writes are still going out, or not yet back through the
     watches, so a step would act on what they were before (create their pods again, place them twice). The
@@ -165,7 +166,9 @@ def run_pass(
                     on_placed(result.actions, plan)
                     handed.add(key)
 
-        outcomes, _ = drain(snapshot, queued, place, now, starvation_seconds, clock, placements_per_pass, settled)
+        outcomes, _ = drain(
+            snapshot, queued, place, now, starvation_seconds, clock, placements_per_pass, settled, planning_seconds
+        )
         out.outcomes = outcomes
         deferred = len(queued) - len(outcomes)
         if deferred:

@@ -252,18 +252,18 @@ class Runtime:
             del self.failures[key]
         for key in [k for k in self.generations if k not in world.jobs]:
             del self.generations[key]
-        # The pass runs in a thread of its own, on copies of what the loop's side changes, so the writers and
-        # the watches go on while it plans (its Python still shares the interpreter with them). Each job it
-        # places is handed back to the loop at once and its writes start while the pass plans the next one.
-        loop = asyncio.get_running_loop()
+        # The pass runs on the event loop, and plans for ``pass_planning_seconds`` at most (and at most
+        # ``placements_per_pass`` jobs); the next pass plans the rest right after, the writes and the watches
+        # going on between the two. (A pass in a thread of its own shared the interpreter with the loop: under
+        # a burst the planner got half of it, and its decisions took five times as long.) Each job it places
+        # has its writes started at once; they go out as soon as the pass yields.
 
         def placed(actions: JobActions, plan: PlannedGang) -> None:
-            loop.call_soon_threadsafe(self._start, actions, jobs[actions.job], plan)
+            self._start(actions, jobs[actions.job], plan)
 
         if self.placement_cache.size() > PLACEMENT_CACHE_ENTRIES:
             self.placement_cache = PlacementCache()
-        result = await asyncio.to_thread(
-            run_pass,
+        result = run_pass(
             jobs,
             world.job_pods,
             world.view,
@@ -278,6 +278,7 @@ class Runtime:
             restarts_first=True,
             refused={key: message for key, (_, message) in self.refused.items()},
             placements_per_pass=self.settings.placements_per_pass,
+            planning_seconds=self.settings.pass_planning_seconds,
             busy=busy,
             on_placed=placed,
             cache=self.placement_cache,

@@ -88,6 +88,13 @@ class OperatorSettings(BaseSettings):
         description="Jobs one control pass places before it applies them; the rest of the queue is placed by "
         "the next pass, right after (a long queue's first gangs start while the rest are planned).",
     )
+    pass_planning_seconds: float = Field(
+        default=0.25,
+        gt=0,
+        description="How long one control pass plans before it applies what it placed and lets the watches and "
+        "writers run; the rest of the queue is planned by the next pass, right after (a pass runs on the "
+        "operator's event loop).",
+    )
     list_chunk_size: int = Field(
         default=100,
         ge=1,

@@ -9,7 +9,7 @@ from gputopo.api.nodetopology import LinkState
 from gputopo.control.quarantine import Quarantine
 from gputopo.control.queue import QueuedJob, drain, order
 from gputopo.placement import Placement, Request, Snapshot, place
-from gputopo.placement.types import NodeInfo
+from gputopo.placement.types import NodeInfo, Unplaceable
 from gputopo.topology.catalog import load_node_type
 
 
@@ -61,6 +61,30 @@ def test_a_pass_stops_after_its_placement_limit(
     assert [o.queued.name for o in outcomes] == tried
     assert [o.queued.name for o in outcomes if isinstance(o.result, Placement)] == placed
     assert snapshot.used_gpus == 2 * len(placed)
+
+
+BUDGETED = [
+    # (case, jobs as (name, gpus), seconds each decision takes, budget, names tried)
+    ("stops-once-the-budget-is-spent", [("a", 2), ("b", 2), ("c", 2)], 0.1, 0.15, ["a", "b"]),
+    ("a-refusal-alone-never-stops-it", [("big", 16), ("a", 2), ("b", 2)], 1.0, 0.5, ["big", "a"]),
+    ("within-the-budget-tries-all", [("a", 2), ("b", 2), ("c", 2)], 0.1, 1.0, ["a", "b", "c"]),
+]
+
+
+@pytest.mark.parametrize(("case", "jobs", "step", "budget", "tried"), BUDGETED, ids=[c[0] for c in BUDGETED])
+def test_a_pass_stops_once_it_has_planned_its_budget(
+    case: str, jobs: list[tuple[str, int]], step: float, budget: float, tried: list[str]
+) -> None:
+    """At least one job is placed whatever the budget, so a pass always gets somewhere."""
+    now = [0.0]
+
+    def slow_place(snapshot: Snapshot, request: Request) -> Placement | Unplaceable:
+        now[0] += step  # each decision takes ``step`` seconds of the pass's clock
+        return place(snapshot, request)
+
+    queue = [queued(name, gpus, since=i) for i, (name, gpus) in enumerate(jobs)]
+    outcomes, _ = drain(one_node(), queue, slow_place, T0, 300, lambda: now[0], budget=budget)
+    assert [o.queued.name for o in outcomes] == tried
 
 
 def test_a_flapping_link_stays_quarantined_after_it_reads_up() -> None:
