@@ -69,13 +69,6 @@ class Quarantine:
         if not seen:
             self._last_seen.pop(node, None)
 
-    def frozen(self) -> Quarantine:
-        """A copy of what is recorded now, for a pass that runs beside the watches that record more; it shares
-        the cache of masked topologies (only passes use it, one at a time)."""
-        last_seen = {node: dict(parts) for node, parts in self._last_seen.items()}
-        failing = {node: set(parts) for node, parts in self._failing.items()}
-        return Quarantine(self.seconds, last_seen, failing, self._masked)
-
     def forget(self, node: str) -> None:
         self._last_seen.pop(node, None)
         self._failing.pop(node, None)

@@ -272,7 +272,7 @@ class Runtime:
             self.config,
             now,
             self.place,
-            self.quarantine.frozen(),
+            self.quarantine,
             self.settings.starvation_seconds,
             time.perf_counter,
             restarts_first=True,
