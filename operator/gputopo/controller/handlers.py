@@ -56,21 +56,16 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
-def runtime_of(memo: Any) -> Runtime:
-    runtime = memo.get(RUNTIME) if hasattr(memo, "get") else None
-    if not isinstance(runtime, Runtime):
-        raise kopf.TemporaryError("the operator has not started yet", delay=1)
-    return runtime
-
-
 def _runtime(memo: Any) -> Runtime | None:
     runtime = memo.get(RUNTIME) if hasattr(memo, "get") else None
     return runtime if isinstance(runtime, Runtime) else None
 
 
-def _poke(memo: Any, urgent: bool = True) -> None:
-    if (runtime := _runtime(memo)) is not None:
-        runtime.poke(urgent)
+def runtime_of(memo: Any) -> Runtime:
+    runtime = _runtime(memo)
+    if runtime is None:
+        raise kopf.TemporaryError("the operator has not started yet", delay=1)
+    return runtime
 
 
 def _single(store: Iterable[Any]) -> Any:
@@ -144,8 +139,8 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
         if not spec.get("nodeName") or not _requests_gpus(spec):
             return {}
         facts = pod_facts(body)
-        if facts.job is None:
-            _poke(memo)  # a pod that is not ours took GPUs
+        if facts.job is None and (runtime := _runtime(memo)) is not None:
+            runtime.poke()  # a pod that is not ours took GPUs
         return {facts.node: facts}
 
     # -- the control loop -----------------------------------------------------------------------------------
