@@ -19,7 +19,7 @@ from gputopo_probe.discovery import Inventory, discover
 from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.health.monitor import GpuDetail, HealthMonitor, Transition
 from gputopo_probe.nvml import Nvml
-from gputopo_probe.status import build_status, pod_gpus_status
+from gputopo_probe.status import build_status
 
 __all__ = ["PodSource", "Poll", "Probe", "to_yaml"]
 
@@ -55,7 +55,7 @@ class Poll:
         return build_status(self.topology, self.details, backend=self.backend, observed_at=self.observed_at)
 
     def pod_status(self) -> NodePodGpusStatus:
-        return pod_gpus_status(self.pods, observed_at=self.observed_at)
+        return NodePodGpusStatus(observed_at=self.observed_at, pods=list(self.pods))
 
 
 class Probe:

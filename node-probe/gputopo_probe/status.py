@@ -1,5 +1,4 @@
-"""What the probe publishes: the NodeTopology status (the topology with its health, plus what only the probe
-knows) and the NodePodGpus status (which GPUs each pod holds)."""
+"""The NodeTopology status the probe publishes: the topology with its health, plus what only the probe knows."""
 
 from __future__ import annotations
 
@@ -7,7 +6,6 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from gputopo.api.conditions import Condition
-from gputopo.api.nodepodgpus import NodePodGpusStatus, PodGpus
 from gputopo.api.nodetopology import (
     GpuHealth,
     GpuHealthState,
@@ -23,7 +21,7 @@ from gputopo.topology.model import Topology
 from gputopo_probe import __version__
 from gputopo_probe.health.monitor import GpuDetail
 
-__all__ = ["build_status", "node_health", "pod_gpus_status", "topology_status"]
+__all__ = ["build_status", "node_health", "topology_status"]
 
 
 def topology_status(topology: Topology) -> NodeTopologyStatus:
@@ -79,10 +77,6 @@ def build_status(
             "conditions": [ready],
         }
     )
-
-
-def pod_gpus_status(pods: Sequence[PodGpus], *, observed_at: datetime) -> NodePodGpusStatus:
-    return NodePodGpusStatus(observed_at=observed_at, pods=list(pods))
 
 
 def _summary(topology: Topology) -> str:

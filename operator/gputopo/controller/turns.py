@@ -41,7 +41,7 @@ class Turn:
 
 
 class NodeTurns:
-    """The last gang planned on each node whose pods are not out yet."""
+    """The last gang planned on each node whose pods are not bound yet."""
 
     __slots__ = ("_last",)
 
