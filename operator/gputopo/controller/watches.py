@@ -51,9 +51,14 @@ class ClusterWatches:
             client, "Nodes", "/api/v1/nodes", self._node, on_change=poke, page_size=page_size
         )
         self.topologies: Reflector[TopologyFacts] = Reflector(
-            client, "NodeTopologies", f"{group}/nodetopologies", self._topology, on_change=poke,
-            on_delete=self._forget, page_size=page_size,
-        )  # fmt: skip
+            client,
+            "NodeTopologies",
+            f"{group}/nodetopologies",
+            self._topology,
+            on_change=poke,
+            on_delete=self._forget,
+            page_size=page_size,
+        )
         self.pod_gpus: Reflector[PodGpusFacts] = Reflector(
             client, "NodePodGpus", f"{group}/nodepodgpus", self._pod_gpus, on_change=soon, page_size=page_size
         )
@@ -61,13 +66,22 @@ class ClusterWatches:
         self.claims: Reflector[ClaimFacts] | None = None
         if dra:
             self.slices = Reflector(
-                client, "ResourceSlices", resource_path(None, "resourceslices"),
-                lambda _, obj, __: slice_facts(obj), on_change=poke, page_size=page_size,
-            )  # fmt: skip
+                client,
+                "ResourceSlices",
+                resource_path(None, "resourceslices"),
+                lambda _, obj, __: slice_facts(obj),
+                on_change=poke,
+                page_size=page_size,
+            )
             self.claims = Reflector(
-                client, "ResourceClaims", resource_path(None, "resourceclaims"),
-                lambda _, obj, __: claim_facts(obj), on_change=soon, page_size=page_size, namespaced=True,
-            )  # fmt: skip
+                client,
+                "ResourceClaims",
+                resource_path(None, "resourceclaims"),
+                lambda _, obj, __: claim_facts(obj),
+                on_change=soon,
+                page_size=page_size,
+                namespaced=True,
+            )
         self._tasks: list[asyncio.Task[None]] = []
 
     def dra_view(self) -> DraView | None:
