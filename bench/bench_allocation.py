@@ -1,7 +1,7 @@
 """The GPUs the operator plans against the GPUs the pods get, and where gputopo's time to Running goes.
 
 One run, the trace and sandbox of ``bench_operator.py`` (256-node ``mixed`` sandbox, fake probes, 200 jobs of
-mixed sizes, seed 7), three sides, each on a sandbox brought up for it and getting the whole trace in one
+mixed sizes, seed 7), six sides, each on a sandbox brought up for it and getting the whole trace in one
 ``kubectl create`` of a List into a fresh namespace, the same time after ``up`` (kwok heartbeats every node of a
 sandbox at once tens of seconds after ``up``: a side that met that storm of Node writes would not compare):
 
@@ -11,7 +11,11 @@ sandbox at once tens of seconds after ``up``: a side that met that storm of Node
   each pod the GPUs NVIDIA's device plugin would (``--fake-allocation device-plugin``: its best-effort
   choice on the node's free GPUs; it never sees the plan), as the first side's sandbox does;
 * ``dra``: the operator in ``gpuAllocation: dra`` mode on a sandbox started with ``gpu_allocation="dra"`` (fake
-  ResourceSlices of NVIDIA's DRA driver; kube-scheduler allocates each rank's ResourceClaim).
+  ResourceSlices of NVIDIA's DRA driver; kube-scheduler allocates each rank's ResourceClaim);
+* the floor, ``replay``, ``minimal`` and ``pinned`` (``bench/floor.py``): no operator; a client in this process
+  that decides nothing writes the devicePlugin side's placements as each TrainingJob is seen: write for write as
+  the operator did, with the least writes that keep the status contract (pods never gated, one status write), and
+  with no status at all. What is left is what the rest of the cluster needs for those writes on this machine.
 
 Per side: time to Running per job (p50 / p90 / max) and for the whole trace; estimated bus bandwidth, one
 estimator for every side (``bench_operator.gang_busbw``: ``gputopo.topology.estimate_gang`` on the real GPUs
@@ -42,7 +46,7 @@ times: each pod's ``PodScheduled`` condition ``lastTransitionTime`` and each Tra
 (the report gives the lag of the watch behind them, which must lie in [0, 1 s + delivery)).
 
 Writes bench/reports/allocation.{json,md,png}.
-Run: python bench/bench_allocation.py [--jobs 200 --nodes 256 --seed 7 --sides kube-scheduler,devicePlugin,dra]
+Run: python bench/bench_allocation.py [--jobs 200 --nodes 256 --seed 7 --sides kube-scheduler,devicePlugin,dra,...]
 """
 
 from __future__ import annotations
@@ -83,13 +87,21 @@ from bench_operator import (
     wait_reported,
 )
 from cpu import cpu_seconds
+from floor import FLOOR_SIDES, Replayer, gang_writes
 from gputopo.api.group import DRA_DRIVER, LABEL_JOB
 from gputopo.controller.client import load_configuration
 from gputopo.sandbox import Sandbox
 from watching import Watcher
 
-SIDES = ("kube-scheduler", "devicePlugin", "dra")
-NAMESPACES = {"kube-scheduler": "bench-alloc-kube", "devicePlugin": "bench-alloc-dp", "dra": "bench-alloc-dra"}
+SIDES = ("kube-scheduler", "devicePlugin", "dra", *FLOOR_SIDES)
+NAMESPACES = {
+    "kube-scheduler": "bench-alloc-kube",
+    "devicePlugin": "bench-alloc-dp",
+    "dra": "bench-alloc-dra",
+    "replay": "bench-alloc-replay",
+    "minimal": "bench-alloc-minimal",
+    "pinned": "bench-alloc-pinned",
+}
 STAGES = ("submit", "queue", "planning", "writes", "ungating", "binding", "start")
 GOAL_RATIO = 1.5
 
@@ -301,7 +313,10 @@ def run_side(
     trace: Sequence[Job],
     args: argparse.Namespace,
     metrics_port: int | None = None,
+    placed: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """One side's run. ``placed`` is the devicePlugin side's TrainingJobs (name -> spec and status): that side
+    fills it in; a floor side replays it."""
     namespace = NAMESPACES[side]
     box.kubectl("create", "namespace", namespace, check=False)
     ours = side != "kube-scheduler"
@@ -314,6 +329,15 @@ def run_side(
     writes_before = api_writes(box)
     reads_before = api_requests(box, _READING)
     watched_before = watch_events(box)
+    replayer = None
+    if side in FLOOR_SIDES:
+        specs = {item["metadata"]["name"]: item["spec"] for item in manifest["items"]}
+        writes = {
+            name: gang
+            for name, job in (placed or {}).items()
+            if (gang := gang_writes(side, namespace, name, specs[name], job["status"])) is not None
+        }
+        replayer = Replayer(str(box.kubeconfig), namespace, writes).start()
     cpu_before = cpu_seconds()
     _log(f"{side}: submitting {len(manifest['items'])} objects")
     wall0, t0 = time.time(), time.monotonic()
@@ -323,6 +347,8 @@ def run_side(
     settled = time.monotonic() - t0
     time.sleep(0.5)
     stamper.stop()
+    if replayer is not None:
+        replayer.stop()
     after = scrape(metrics_port) if metrics_port else {}
     writes = api_writes(box) - writes_before
     reads = api_requests(box, _READING) - reads_before
@@ -356,6 +382,8 @@ def run_side(
     if ours:
         listed = custom.list_namespaced_custom_object("gputopo.io", "v1alpha1", namespace, "trainingjobs")
         statuses = {item["metadata"]["name"]: item.get("status") or {} for item in listed["items"]}
+        if side == "devicePlugin" and placed is not None:
+            placed.update({item["metadata"]["name"]: item for item in listed["items"]})
     waiting = why_waiting(core, namespace, selector, statuses)
 
     rows: dict[str, dict[str, Any]] = {}
@@ -407,6 +435,7 @@ def run_side(
         "pods_with_real_gpus": reported,
         "pods_gpus_from_lowest_free_indices": fallbacks,
         "clock_check": clock_check(pods, jobs, wall0, t0),
+        **({"replay_errors": replayer.errors[:20]} if replayer is not None else {}),
         "not_running": waiting,
         "api_writes": dict(writes.most_common()),
         "api_writes_total": sum(writes.values()),
@@ -520,7 +549,9 @@ def clients(box: Sandbox) -> tuple[Any, Any]:
     return k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
 
 
-def operator_side(side: str, box: Sandbox, trace: Sequence[Job], args: argparse.Namespace) -> dict[str, Any]:
+def operator_side(
+    side: str, box: Sandbox, trace: Sequence[Job], args: argparse.Namespace, placed: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
     core, custom = clients(box)
     port = free_port()
     box.kubectl("create", "namespace", NAMESPACES[side], check=False)  # the operator's ConfigMap goes there
@@ -529,7 +560,7 @@ def operator_side(side: str, box: Sandbox, trace: Sequence[Job], args: argparse.
     )
     _log(f"{side}: operator pid {pid}, control loop up after {loop_s:.1f} s")
     try:
-        result = run_side(side, box, core, custom, trace, args, metrics_port=port)
+        result = run_side(side, box, core, custom, trace, args, metrics_port=port, placed=placed)
     finally:
         box.stop_operator()
     result["operator_log"] = log_problems(log_file, offset)
@@ -542,7 +573,14 @@ def run(args: argparse.Namespace, trace: Sequence[Job]) -> dict[str, Any]:
     each meets the same background (kwok heartbeats all nodes of a sandbox together, tens of seconds after it
     starts; a side that met them would pay for thousands of Node writes the others did not)."""
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    unknown = sorted(set(sides) - set(SIDES))
+    if unknown:
+        raise SystemExit(f"unknown sides: {', '.join(unknown)} (known: {', '.join(SIDES)})")
+    floors = [s for s in sides if s in FLOOR_SIDES]
+    if floors and ("devicePlugin" not in sides or sides.index("devicePlugin") > sides.index(floors[0])):
+        raise SystemExit(f"{', '.join(floors)} replay the devicePlugin side's placements: run devicePlugin before them")
     out: dict[str, Any] = {}
+    placed: dict[str, dict[str, Any]] = {}
     for side in sides:
         dra = side == "dra"
         box = Sandbox(args.sandbox + ("-dra" if dra else ""))
@@ -558,8 +596,10 @@ def run(args: argparse.Namespace, trace: Sequence[Job]) -> dict[str, Any]:
             out["nodes"], out["gpus"] = len(facts.topologies), sum(t.gpu_count for t in facts.topologies.values())
             if side == "kube-scheduler":
                 out[side] = run_side(side, box, core, custom, trace, args)
+            elif side in FLOOR_SIDES:
+                out[side] = run_side(side, box, core, custom, trace, args, placed=placed)
             else:
-                out[side] = operator_side(side, box, trace, args)
+                out[side] = operator_side(side, box, trace, args, placed)
         finally:
             if not args.keep:
                 box.down()
@@ -723,7 +763,10 @@ def markdown(report: dict[str, Any]) -> str:
     for s in sides:
         r = res[s]
         extra = ""
-        if s != "kube-scheduler":
+        if s in FLOOR_SIDES:
+            failed = r.get("replay_errors") or []
+            extra = f"; job phases {r['phases']}; writes failed: {len(failed)}" + (f" ({failed[0]})" if failed else "")
+        elif s != "kube-scheduler":
             extra = (
                 f"; job phases {r['phases']}; {r['generations_above_1']} jobs re-planned; operator log "
                 f"{r['operator_log']['error_lines']} error lines of {r['operator_log']['lines']}"
@@ -740,6 +783,29 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def floor_lines(res: Mapping[str, Any], kube: Mapping[str, Any]) -> list[str]:
+    """The floor sides against kube-scheduler alone and the operator: what the writes alone take here."""
+    kube_p50 = kube["time_per_job_s"]["p50"]
+    floors = [s for s in FLOOR_SIDES if s in res and res[s]["time_per_job_s"]["p50"] is not None]
+    if not floors or not kube_p50:
+        return []
+    said = {
+        "replay": "the operator's writes, write for write, by a client that decides nothing",
+        "minimal": "pods never gated and one status write per job (Running, with the placement)",
+        "pinned": "pods never gated and no status at all",
+    }
+    lines = ["The floor: the same placements written with no operator (`bench/floor.py`); p50 to Running:", ""]
+    for s in floors:
+        r = res[s]
+        p50 = r["time_per_job_s"]["p50"]
+        cpu = sum((r.get("cpu_seconds") or {}).values())
+        lines.append(
+            f"- {s} ({said[s]}): {p50:.2f} s, {p50 / kube_p50:.2f} x kube-scheduler alone; "
+            f"{r['api_writes_total']} API writes, {cpu:.1f} CPU-s"
+        )
+    return [*lines, ""]
+
+
 def remaining(report: dict[str, Any]) -> list[str]:
     """Where gputopo's time goes beyond kube-scheduler alone's, from this run's figures."""
     res, jobs = report["results"], report["config"]["jobs"]
@@ -747,6 +813,7 @@ def remaining(report: dict[str, Any]) -> list[str]:
     if kube is None:
         return []
     lines = ["", "What the gap to kube-scheduler alone is made of, per side (means per job Running):", ""]
+    lines += floor_lines(res, kube)
     for side in ("devicePlugin", "dra"):
         r = res.get(side)
         if r is None:

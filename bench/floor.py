@@ -1,0 +1,209 @@
+"""The floor under gputopo's time to Running: a gang's writes made by a client that decides nothing.
+
+``bench_allocation.py``'s sides ``replay`` and ``pinned`` run no operator. A ``Replayer`` in the benchmark's own
+process watches the TrainingJobs of the side's namespace and, for each one seen ADDED, makes the API writes the
+operator made for that job in the same run's ``devicePlugin`` side: the same placement (taken from that side's
+statuses), the same pod bodies (``gputopo.control.pods.pod_manifest``), the same Service. Nothing is planned and
+nothing is read but the two watches, so what is left of the time to Running is what the API server, etcd,
+kube-scheduler and the simulated kubelets need for those writes on this machine.
+
+* ``replay``: the operator's design, write for write: the status carrying the plan (phase Placing), then the
+  pods (gated, for a gang) and the gang's Service, then the gates lifted, then the status Running once every pod
+  is seen Running. ``GANGS_AT_ONCE`` is the operator's own default (32 requests at once, a quarter of them for
+  new gangs: 8 gangs).
+* ``minimal``: the least an operator that keeps gputopo's contract (a job's status shows its placement and
+  phase) and leaves binding to kube-scheduler could write: each rank's pod, pinned to its node and never gated,
+  a gang's Service, and one status write, Running with the placement, once every pod is seen Running.
+* ``pinned``: below that contract: the pods and the Service only, no status at all.
+
+All three make at most ``GANGS_AT_ONCE`` gangs' writes at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputopo.api.group import GROUP, LABEL_JOB, VERSION
+from gputopo.api.trainingjob import JobPhase, Placement, TrainingJobSpec, TrainingJobStatus
+from gputopo.control.pods import is_gang, pod_manifest, service_manifest
+from gputopo.controller.client import KubeClient, load_configuration
+
+FLOOR_SIDES = ("replay", "minimal", "pinned")
+GANGS_AT_ONCE = 8
+_UID = "00000000-0000-0000-0000-000000000000"  # replaced by the job's own uid when it is seen
+
+
+def _log(message: str) -> None:
+    print(f"[floor] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class GangWrites:
+    """One job's writes, made ready before anything is submitted (only the owner's uid is filled in later)."""
+
+    placing: TrainingJobStatus | None  # written before the pods (replay)
+    running: TrainingJobStatus | None  # written once every pod is seen Running (replay, minimal)
+    pods: tuple[dict[str, Any], ...]
+    service: dict[str, Any] | None
+    gated: bool
+
+
+def gang_writes(
+    side: str, namespace: str, job: str, spec: Mapping[str, Any], status: Mapping[str, Any]
+) -> GangWrites | None:
+    """The writes of ``side`` for one job, from its spec and the status the operator gave it in the devicePlugin
+    side (its placement); None when that side never placed it."""
+    if side not in FLOOR_SIDES:
+        raise ValueError(f"not a floor side: {side!r}")
+    placement_body = status.get("placement")
+    if not placement_body:
+        return None
+    parsed = TrainingJobSpec.model_validate(spec)
+    placement = Placement.model_validate(placement_body)
+    pods = []
+    for worker in placement.workers:
+        pod = pod_manifest(job, namespace, _UID, parsed, placement, worker)
+        if side != "replay":
+            pod["spec"].pop("schedulingGates", None)
+        pods.append(pod)
+    gang = is_gang(parsed)
+    return GangWrites(
+        placing=TrainingJobStatus(phase=JobPhase.PLACING, placement=placement) if side == "replay" else None,
+        running=TrainingJobStatus(phase=JobPhase.RUNNING, placement=placement) if side != "pinned" else None,
+        pods=tuple(pods),
+        service=service_manifest(job, namespace, _UID, parsed) if gang else None,
+        gated=gang and side == "replay",
+    )
+
+
+def _owned(body: dict[str, Any], uid: str) -> dict[str, Any]:
+    owned = copy.copy(body)
+    owned["metadata"] = {
+        **body["metadata"],
+        "ownerReferences": [{**body["metadata"]["ownerReferences"][0], "uid": uid}],
+    }
+    return owned
+
+
+@dataclass
+class Replayer:
+    """Makes each job's ``GangWrites`` once its TrainingJob is seen; runs its own event loop in a thread."""
+
+    kubeconfig: str
+    namespace: str
+    writes: Mapping[str, GangWrites]
+    errors: list[str] = field(default_factory=list)
+    _thread: threading.Thread | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
+    _stop: asyncio.Event | None = None
+    _ready: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> Replayer:
+        self._thread = threading.Thread(target=self._run, name="replayer", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(30):
+            raise RuntimeError("the replayer's watches did not open within 30 s")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def _run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        client = KubeClient(load_configuration(self.kubeconfig))
+        slots = asyncio.Semaphore(GANGS_AT_ONCE)
+        running: dict[str, set[str]] = {}
+        tasks: set[asyncio.Task[None]] = set()
+        jobs_path = f"/apis/{GROUP}/{VERSION}/namespaces/{self.namespace}/trainingjobs"
+        pods_path = f"/api/v1/namespaces/{self.namespace}/pods"
+
+        async def write(name: str, uid: str, gang: GangWrites) -> None:
+            try:
+                async with slots:
+                    if gang.placing is not None:
+                        await client.write_status(self.namespace, name, gang.placing)
+                    creates = [client.create_pod(_owned(p, uid)) for p in gang.pods]
+                    if gang.service is not None:
+                        creates.append(client.create_service(_owned(gang.service, uid)))
+                    await asyncio.gather(*creates)
+                    if gang.gated:
+                        names = [p["metadata"]["name"] for p in gang.pods]
+                        await asyncio.gather(*(client.ungate(self.namespace, n) for n in names))
+            except Exception as exc:  # reported with the side's figures, never silently lost
+                self.errors.append(f"{name}: {exc}")
+
+        async def mark_running(name: str, status: TrainingJobStatus) -> None:
+            try:
+                await client.write_status(self.namespace, name, status)
+            except Exception as exc:
+                self.errors.append(f"{name} Running: {exc}")
+
+        def spawn(coroutine: Any) -> None:
+            task = asyncio.create_task(coroutine)
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+        async def watch_jobs(opened: asyncio.Event) -> None:
+            list_ = await client.get("list TrainingJobs", jobs_path)
+            version = str((list_.get("metadata") or {}).get("resourceVersion", ""))
+            opened.set()
+            async for event in client.watch(
+                "watch TrainingJobs", jobs_path, {"resourceVersion": version}, read_timeout=600
+            ):
+                meta = (event.get("object") or {}).get("metadata") or {}
+                gang = self.writes.get(str(meta.get("name")))
+                if event.get("type") == "ADDED" and gang is not None:
+                    spawn(write(str(meta["name"]), str(meta.get("uid", "")), gang))
+
+        async def watch_pods(opened: asyncio.Event) -> None:
+            list_ = await client.get("list pods", pods_path, {"labelSelector": LABEL_JOB})
+            version = str((list_.get("metadata") or {}).get("resourceVersion", ""))
+            opened.set()
+            params = {"resourceVersion": version, "labelSelector": LABEL_JOB}
+            async for event in client.watch("watch pods", pods_path, params, read_timeout=600):
+                pod = event.get("object") or {}
+                if (pod.get("status") or {}).get("phase") != "Running":
+                    continue
+                job = str(((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB, ""))
+                gang = self.writes.get(job)
+                if gang is None or gang.running is None:
+                    continue
+                seen = running.setdefault(job, set())
+                before = len(seen)
+                seen.add(str(pod["metadata"]["name"]))
+                if len(seen) == len(gang.pods) > before:
+                    spawn(mark_running(job, gang.running))
+
+        runs = [watch_jobs]
+        if any(g.running is not None for g in self.writes.values()):
+            runs.append(watch_pods)
+        opened = [asyncio.Event() for _ in runs]
+
+        async def guarded(run: Any, event: asyncio.Event) -> None:
+            try:
+                await run(event)
+            except Exception as exc:  # a broken watch leaves jobs unwritten: say so with the figures
+                self.errors.append(f"{run.__name__}: {exc}")
+
+        watches = [asyncio.create_task(guarded(run, event)) for run, event in zip(runs, opened, strict=True)]
+        await asyncio.gather(*(e.wait() for e in opened))  # start() gives up after 30 s
+        self._ready.set()
+        await self._stop.wait()
+        for task in (*watches, *tasks):
+            task.cancel()
+        await asyncio.gather(*watches, *tasks, return_exceptions=True)
+        await client.close()
+        if self.errors:
+            _log(f"{len(self.errors)} writes failed, the first: {self.errors[0]}")
