@@ -347,13 +347,13 @@ def run_side(
     settled = time.monotonic() - t0
     time.sleep(0.5)
     stamper.stop()
-    if replayer is not None:
-        replayer.stop()
     after = scrape(metrics_port) if metrics_port else {}
     writes = api_writes(box) - writes_before
     reads = api_requests(box, _READING) - reads_before
     watched = watch_events(box) - watched_before
-    cpu = cpu_seconds() - cpu_before
+    cpu = cpu_seconds() - cpu_before  # the floor client's too: read while it still runs
+    if replayer is not None:
+        replayer.stop()
     with stamper._lock:
         pods = dict(stamper.pods)
         jobs = dict(stamper.jobs)

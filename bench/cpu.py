@@ -1,7 +1,8 @@
 """CPU seconds used by each process of the sandbox, read from ``/proc``: where two shared cores went.
 
 A side of a benchmark reads the counters before and after; the difference per component says which one the
-run was waiting on (the API server, etcd, kube-scheduler, the operator, the fake probes, kwok, this process).
+run was waiting on (the API server, etcd, kube-scheduler, the operator, the fake probes, kwok, the floor client
+of ``bench_allocation.py``, this process).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ COMPONENTS = (
     ("kwok", "kwok-controller"),
     ("operator", "gputopo.controller.main"),
     ("probes", "gputopo_probe"),
+    ("floor client", "bench/floor.py"),
 )
 _TICKS = os.sysconf("SC_CLK_TCK")
 

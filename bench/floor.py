@@ -22,11 +22,17 @@ All three make at most ``GANGS_AT_ONCE`` gangs' writes at once.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import copy
+import json
+import signal
+import subprocess
 import sys
+import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gputopo.api.group import GROUP, LABEL_JOB, VERSION
@@ -36,11 +42,8 @@ from gputopo.controller.client import KubeClient, load_configuration
 
 FLOOR_SIDES = ("replay", "minimal", "pinned")
 GANGS_AT_ONCE = 8
+READY_WITHIN_SECONDS = 30.0
 _UID = "00000000-0000-0000-0000-000000000000"  # replaced by the job's own uid when it is seen
-
-
-def _log(message: str) -> None:
-    print(f"[floor] {message}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,26 @@ class GangWrites:
     pods: tuple[dict[str, Any], ...]
     service: dict[str, Any] | None
     gated: bool
+
+    def to_json(self) -> dict[str, Any]:
+        def status(value: TrainingJobStatus | None) -> dict[str, Any] | None:
+            return value.model_dump(by_alias=True, mode="json") if value is not None else None
+
+        return {
+            "placing": status(self.placing),
+            "running": status(self.running),
+            "pods": list(self.pods),
+            "service": self.service,
+            "gated": self.gated,
+        }
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> GangWrites:
+        def status(value: Any) -> TrainingJobStatus | None:
+            return TrainingJobStatus.model_validate(value) if value is not None else None
+
+        pods = tuple(body["pods"])
+        return cls(status(body["placing"]), status(body["running"]), pods, body["service"], body["gated"])
 
 
 def gang_writes(
@@ -93,117 +116,158 @@ def _owned(body: dict[str, Any], uid: str) -> dict[str, Any]:
 
 @dataclass
 class Replayer:
-    """Makes each job's ``GangWrites`` once its TrainingJob is seen; runs its own event loop in a thread."""
+    """Makes each job's ``GangWrites`` once its TrainingJob is seen, from a process of its own (``python
+    bench/floor.py``), so that neither it nor the benchmark's own watches wait for the other's share of the
+    interpreter, and its CPU is counted apart (component ``floor client``)."""
 
     kubeconfig: str
     namespace: str
     writes: Mapping[str, GangWrites]
     errors: list[str] = field(default_factory=list)
-    _thread: threading.Thread | None = None
-    _loop: asyncio.AbstractEventLoop | None = None
-    _stop: asyncio.Event | None = None
-    _ready: threading.Event = field(default_factory=threading.Event)
+    _process: subprocess.Popen[str] | None = None
+    _file: Path | None = None
 
     def start(self) -> Replayer:
-        self._thread = threading.Thread(target=self._run, name="replayer", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(30):
-            raise RuntimeError("the replayer's watches did not open within 30 s")
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as out:
+            json.dump({name: gang.to_json() for name, gang in self.writes.items()}, out)
+        self._file = Path(out.name)
+        argv = [sys.executable, __file__, self.kubeconfig, self.namespace, str(self._file)]
+        process = self._process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        ready: list[str] = []
+        stdout = process.stdout
+        assert stdout is not None
+        reader = threading.Thread(target=lambda: ready.append(stdout.readline()), daemon=True)
+        atexit.register(self.stop)  # never left behind, whatever becomes of the benchmark
+        reader.start()
+        reader.join(READY_WITHIN_SECONDS)
+        if not ready or ready[0].strip() != "ready":
+            self.stop()
+            raise RuntimeError(f"the floor client's watches did not open within {READY_WITHIN_SECONDS} s")
         return self
 
     def stop(self) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        if self._thread is not None:
-            self._thread.join(30)
-
-    def _run(self) -> None:
-        asyncio.run(self._main())
-
-    async def _main(self) -> None:
-        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
-        client = KubeClient(load_configuration(self.kubeconfig))
-        slots = asyncio.Semaphore(GANGS_AT_ONCE)
-        running: dict[str, set[str]] = {}
-        tasks: set[asyncio.Task[None]] = set()
-        jobs_path = f"/apis/{GROUP}/{VERSION}/namespaces/{self.namespace}/trainingjobs"
-        pods_path = f"/api/v1/namespaces/{self.namespace}/pods"
-
-        async def write(name: str, uid: str, gang: GangWrites) -> None:
+        if self._process is not None:
+            self._process.send_signal(signal.SIGTERM)
             try:
-                async with slots:
-                    if gang.placing is not None:
-                        await client.write_status(self.namespace, name, gang.placing)
-                    creates = [client.create_pod(_owned(p, uid)) for p in gang.pods]
-                    if gang.service is not None:
-                        creates.append(client.create_service(_owned(gang.service, uid)))
-                    await asyncio.gather(*creates)
-                    if gang.gated:
-                        names = [p["metadata"]["name"] for p in gang.pods]
-                        await asyncio.gather(*(client.ungate(self.namespace, n) for n in names))
-            except Exception as exc:  # reported with the side's figures, never silently lost
-                self.errors.append(f"{name}: {exc}")
-
-        async def mark_running(name: str, status: TrainingJobStatus) -> None:
+                out, _ = self._process.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                out, _ = self._process.communicate()
+            last = (out or "").strip().splitlines()[-1:] or ["[]"]
             try:
-                await client.write_status(self.namespace, name, status)
-            except Exception as exc:
-                self.errors.append(f"{name} Running: {exc}")
+                self.errors.extend(json.loads(last[0]))
+            except ValueError:
+                self.errors.append(f"the floor client ended with: {last[0][:200]}")
+            self._process = None
+        if self._file is not None:
+            self._file.unlink(missing_ok=True)
+            self._file = None
 
-        def spawn(coroutine: Any) -> None:
-            task = asyncio.create_task(coroutine)
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
 
-        async def watch_jobs(opened: asyncio.Event) -> None:
-            list_ = await client.get("list TrainingJobs", jobs_path)
-            version = str((list_.get("metadata") or {}).get("resourceVersion", ""))
-            opened.set()
-            async for event in client.watch(
-                "watch TrainingJobs", jobs_path, {"resourceVersion": version}, read_timeout=600
-            ):
-                meta = (event.get("object") or {}).get("metadata") or {}
-                gang = self.writes.get(str(meta.get("name")))
-                if event.get("type") == "ADDED" and gang is not None:
-                    spawn(write(str(meta["name"]), str(meta.get("uid", "")), gang))
+async def replay(
+    kubeconfig: str, namespace: str, writes: Mapping[str, GangWrites], stop: asyncio.Event, ready: Callable[[], None]
+) -> list[str]:
+    """The floor client: each job's writes once its TrainingJob is seen, until ``stop``; the errors met."""
+    errors: list[str] = []
+    client = KubeClient(load_configuration(kubeconfig))
+    slots = asyncio.Semaphore(GANGS_AT_ONCE)
+    running: dict[str, set[str]] = {}
+    tasks: set[asyncio.Task[None]] = set()
+    jobs_path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/trainingjobs"
+    pods_path = f"/api/v1/namespaces/{namespace}/pods"
 
-        async def watch_pods(opened: asyncio.Event) -> None:
-            list_ = await client.get("list pods", pods_path, {"labelSelector": LABEL_JOB})
-            version = str((list_.get("metadata") or {}).get("resourceVersion", ""))
-            opened.set()
-            params = {"resourceVersion": version, "labelSelector": LABEL_JOB}
-            async for event in client.watch("watch pods", pods_path, params, read_timeout=600):
-                pod = event.get("object") or {}
-                if (pod.get("status") or {}).get("phase") != "Running":
-                    continue
-                job = str(((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB, ""))
-                gang = self.writes.get(job)
-                if gang is None or gang.running is None:
-                    continue
-                seen = running.setdefault(job, set())
-                before = len(seen)
-                seen.add(str(pod["metadata"]["name"]))
-                if len(seen) == len(gang.pods) > before:
-                    spawn(mark_running(job, gang.running))
+    async def write(name: str, uid: str, gang: GangWrites) -> None:
+        try:
+            async with slots:
+                if gang.placing is not None:
+                    await client.write_status(namespace, name, gang.placing)
+                creates = [client.create_pod(_owned(p, uid)) for p in gang.pods]
+                if gang.service is not None:
+                    creates.append(client.create_service(_owned(gang.service, uid)))
+                await asyncio.gather(*creates)
+                if gang.gated:
+                    names = [p["metadata"]["name"] for p in gang.pods]
+                    await asyncio.gather(*(client.ungate(namespace, n) for n in names))
+        except Exception as exc:  # reported with the side's figures, never silently lost
+            errors.append(f"{name}: {exc}")
 
-        runs = [watch_jobs]
-        if any(g.running is not None for g in self.writes.values()):
-            runs.append(watch_pods)
-        opened = [asyncio.Event() for _ in runs]
+    async def mark_running(name: str, status: TrainingJobStatus) -> None:
+        try:
+            await client.write_status(namespace, name, status)
+        except Exception as exc:
+            errors.append(f"{name} Running: {exc}")
 
-        async def guarded(run: Any, event: asyncio.Event) -> None:
-            try:
-                await run(event)
-            except Exception as exc:  # a broken watch leaves jobs unwritten: say so with the figures
-                self.errors.append(f"{run.__name__}: {exc}")
+    def spawn(coroutine: Any) -> None:
+        task = asyncio.create_task(coroutine)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
 
-        watches = [asyncio.create_task(guarded(run, event)) for run, event in zip(runs, opened, strict=True)]
-        await asyncio.gather(*(e.wait() for e in opened))  # start() gives up after 30 s
-        self._ready.set()
-        await self._stop.wait()
-        for task in (*watches, *tasks):
-            task.cancel()
-        await asyncio.gather(*watches, *tasks, return_exceptions=True)
-        await client.close()
-        if self.errors:
-            _log(f"{len(self.errors)} writes failed, the first: {self.errors[0]}")
+    async def watch_jobs(opened: asyncio.Event) -> None:
+        list_ = await client.get("list TrainingJobs", jobs_path)
+        version = str((list_.get("metadata") or {}).get("resourceVersion", ""))
+        opened.set()
+        async for event in client.watch(
+            "watch TrainingJobs", jobs_path, {"resourceVersion": version}, read_timeout=600
+        ):
+            meta = (event.get("object") or {}).get("metadata") or {}
+            gang = writes.get(str(meta.get("name")))
+            if event.get("type") == "ADDED" and gang is not None:
+                spawn(write(str(meta["name"]), str(meta.get("uid", "")), gang))
+
+    async def watch_pods(opened: asyncio.Event) -> None:
+        list_ = await client.get("list pods", pods_path, {"labelSelector": LABEL_JOB})
+        version = str((list_.get("metadata") or {}).get("resourceVersion", ""))
+        opened.set()
+        params = {"resourceVersion": version, "labelSelector": LABEL_JOB}
+        async for event in client.watch("watch pods", pods_path, params, read_timeout=600):
+            pod = event.get("object") or {}
+            if (pod.get("status") or {}).get("phase") != "Running":
+                continue
+            job = str(((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB, ""))
+            gang = writes.get(job)
+            if gang is None or gang.running is None:
+                continue
+            seen = running.setdefault(job, set())
+            before = len(seen)
+            seen.add(str(pod["metadata"]["name"]))
+            if len(seen) == len(gang.pods) > before:
+                spawn(mark_running(job, gang.running))
+
+    runs = [watch_jobs]
+    if any(g.running is not None for g in writes.values()):
+        runs.append(watch_pods)
+    opened = [asyncio.Event() for _ in runs]
+
+    async def guarded(run: Any, event: asyncio.Event) -> None:
+        try:
+            await run(event)
+        except Exception as exc:  # a broken watch leaves jobs unwritten: say so with the figures
+            errors.append(f"{run.__name__}: {exc}")
+
+    watches = [asyncio.create_task(guarded(run, event)) for run, event in zip(runs, opened, strict=True)]
+    await asyncio.gather(*(e.wait() for e in opened))  # Replayer.start gives up after READY_WITHIN_SECONDS
+    ready()
+    await stop.wait()
+    for task in (*watches, *tasks):
+        task.cancel()
+    await asyncio.gather(*watches, *tasks, return_exceptions=True)
+    await client.close()
+    return errors
+
+
+def main(argv: Sequence[str]) -> int:
+    kubeconfig, namespace, path = argv
+    writes = {name: GangWrites.from_json(gang) for name, gang in json.loads(Path(path).read_text()).items()}
+
+    async def run() -> list[str]:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        return await replay(kubeconfig, namespace, writes, stop, lambda: print("ready", flush=True))
+
+    errors = asyncio.run(run())
+    print(json.dumps(errors), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
