@@ -18,6 +18,7 @@ from gputopo.control.lifecycle import TERMINAL, Config, JobStep, settle, step, u
 from gputopo.control.quarantine import Quarantine
 from gputopo.control.queue import Outcome, QueuedJob, drain
 from gputopo.control.view import ClusterView, build_snapshot
+from gputopo.control.warmup import warm, warm_shapes
 from gputopo.placement.cache import PlacementCache
 from gputopo.placement.types import Placement, Policy, Request
 
@@ -35,6 +36,7 @@ class Pass:
     queue_length: int = 0
     wake_at: datetime | None = None
     visible: dict[JobKey, int | None] = field(default_factory=dict)  # for Ledger.prune
+    warmed: int = 0  # job shapes the planner decided ahead (nothing to place, nothing busy)
 
 
 def planned_from_status(statuses: Iterable[tuple[JobKey, TrainingJobStatus]]) -> list[PlannedGang]:
@@ -100,7 +102,9 @@ def run_pass(
     is placed, so its writes can start while the queue behind it is still being planned; those actions are
     then not in the pass's ``actions`` (their plans are in ``reservations``).
 
-    ``cache`` is the placement cache of earlier passes (``build_snapshot``)."""
+    ``cache`` is the placement cache of earlier passes (``build_snapshot``). A pass with a ``cache`` and a
+    ``clock`` that has nothing to place and no ``busy`` job warms the planner (``gputopo.control.warmup``)
+    for up to ``planning_seconds``."""
     out = Pass()
     steps: dict[JobKey, JobStep] = {}
     queued: list[QueuedJob] = []
@@ -174,6 +178,17 @@ def run_pass(
         if deferred:
             out.queue_length += deferred
             out.wake_at = now
+    elif cache is not None and clock is not None and not busy:
+        held = [*ledger, *planned_from_status((k, s.status) for k, s in steps.items())]
+        out.warmed = warm(
+            lambda: build_snapshot(view, held, config.tiers, quarantine, now, cache),
+            cache,
+            warm_shapes(view),
+            place,
+            config.gpu_choice,
+            clock,
+            planning_seconds if planning_seconds is not None else float("inf"),
+        )
 
     tried = {outcome.queued.key for outcome in out.outcomes}
     for key, result in steps.items():

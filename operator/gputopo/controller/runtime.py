@@ -283,6 +283,8 @@ class Runtime:
             on_placed=placed,
             cache=self.placement_cache,
         )
+        if result.warmed:
+            logger.debug("planner warmed for %d job shapes", result.warmed)
         self.ledger.prune(result.visible)
         hold = timedelta(seconds=2 * self.settings.unschedulable_timeout_seconds)
         for key, nodes in result.avoid.items():

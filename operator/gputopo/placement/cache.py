@@ -23,12 +23,13 @@ __all__ = ["PlacementCache"]
 class PlacementCache:
     """Subset scores per topology, and typed tables of node-class results (offers, choices) in ``memo``."""
 
-    __slots__ = ("_kept", "_scores", "memo")
+    __slots__ = ("_kept", "_scores", "memo", "warmed")
 
     def __init__(self) -> None:
         self._scores: dict[int, NodeScores] = {}
         self._kept: dict[int, Topology] = {}
         self.memo = Memo()
+        self.warmed: set[tuple[int, int]] = set()  # job shapes decided ahead (gputopo.control.warmup)
 
     def keep(self, topologies: Iterable[Topology]) -> None:
         """Hold these topologies for as long as the cache lives: keys name them by id."""
