@@ -901,6 +901,7 @@ def plot(report: dict[str, Any], path: Path) -> bool:
         axes[1].bar(sides, heights, bottom=bottom, label=stage)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     axes[1].set_ylabel("mean seconds per job to Running")
+    axes[1].tick_params(axis="x", labelrotation=20)
     axes[1].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
