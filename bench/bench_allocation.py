@@ -803,6 +803,12 @@ def floor_lines(res: Mapping[str, Any], kube: Mapping[str, Any]) -> list[str]:
             f"- {s} ({said[s]}): {p50:.2f} s, {p50 / kube_p50:.2f} x kube-scheduler alone; "
             f"{r['api_writes_total']} API writes, {cpu:.1f} CPU-s"
         )
+    lines += [""]
+    lines.append(
+        "The floor client keeps no node turns (the operator lets a gang's pods out on a node only once the gang "
+        "before has been bound there), so the device plugin's choice can differ from the plan on a node two gangs "
+        "share."
+    )
     return [*lines, ""]
 
 
