@@ -14,7 +14,7 @@ sandbox at once tens of seconds after ``up``: a side that met that storm of Node
   ResourceSlices of NVIDIA's DRA driver; kube-scheduler allocates each rank's ResourceClaim);
 * the floor, ``replay``, ``minimal`` and ``pinned`` (``bench/floor.py``): no operator; a client in this process
   that decides nothing writes the devicePlugin side's placements as each TrainingJob is seen: write for write as
-  the operator did, with the least writes that keep the status contract (pods never gated, one status write), and
+  the operator did, with the least writes that keep the status contract (one status write, after the pods), and
   with no status at all. What is left is what the rest of the cluster needs for those writes on this machine.
 
 Per side: time to Running per job (p50 / p90 / max) and for the whole trace; estimated bus bandwidth, one
@@ -791,8 +791,8 @@ def floor_lines(res: Mapping[str, Any], kube: Mapping[str, Any]) -> list[str]:
         return []
     said = {
         "replay": "the operator's writes, write for write, by a client that decides nothing",
-        "minimal": "pods never gated and one status write per job (Running, with the placement)",
-        "pinned": "pods never gated and no status at all",
+        "minimal": "one status write per job, Running with the placement, none before the pods",
+        "pinned": "no status at all",
     }
     lines = ["The floor: the same placements written with no operator (`bench/floor.py`); p50 to Running:", ""]
     for s in floors:

@@ -1,22 +1,22 @@
 """The floor under gputopo's time to Running: a gang's writes made by a client that decides nothing.
 
-``bench_allocation.py``'s sides ``replay`` and ``pinned`` run no operator. A ``Replayer`` in the benchmark's own
-process watches the TrainingJobs of the side's namespace and, for each one seen ADDED, makes the API writes the
-operator made for that job in the same run's ``devicePlugin`` side: the same placement (taken from that side's
-statuses), the same pod bodies (``gputopo.control.pods.pod_manifest``), the same Service. Nothing is planned and
-nothing is read but the two watches, so what is left of the time to Running is what the API server, etcd,
-kube-scheduler and the simulated kubelets need for those writes on this machine.
+``bench_allocation.py``'s sides ``replay``, ``minimal`` and ``pinned`` run no operator. A floor client
+(``python bench/floor.py``, started by the benchmark through ``Replayer`` in a process of its own) watches the
+TrainingJobs of the side's namespace and, for each one seen ADDED, makes the API writes for the placement the
+operator chose for that job in the same run's ``devicePlugin`` side (taken from that side's statuses), with the
+operator's own pod and Service bodies (``gputopo.control.pods``). Nothing is planned and nothing is read but two
+watches, so what is left of the time to Running is what the API server, etcd, kube-scheduler and the simulated
+kubelets need for those writes on this machine.
 
-* ``replay``: the operator's design, write for write: the status carrying the plan (phase Placing), then the
-  pods (gated, for a gang) and the gang's Service, then the gates lifted, then the status Running once every pod
-  is seen Running. ``GANGS_AT_ONCE`` is the operator's own default (32 requests at once, a quarter of them for
-  new gangs: 8 gangs).
+* ``replay``: the operator's writes, write for write: the status carrying the plan (phase Placing) before
+  anything else, then the pods and the gang's Service, then the status Running once every pod is seen Running.
 * ``minimal``: the least an operator that keeps gputopo's contract (a job's status shows its placement and
-  phase) and leaves binding to kube-scheduler could write: each rank's pod, pinned to its node and never gated,
-  a gang's Service, and one status write, Running with the placement, once every pod is seen Running.
+  phase) and leaves binding to kube-scheduler could write: the pods and the Service, and one status write,
+  Running with the placement, once every pod is seen Running.
 * ``pinned``: below that contract: the pods and the Service only, no status at all.
 
-All three make at most ``GANGS_AT_ONCE`` gangs' writes at once.
+All three make at most ``GANGS_AT_ONCE`` gangs' writes at once, the operator's own default (32 requests at once,
+a quarter of them for new gangs).
 """
 
 from __future__ import annotations
@@ -54,7 +54,6 @@ class GangWrites:
     running: TrainingJobStatus | None  # written once every pod is seen Running (replay, minimal)
     pods: tuple[dict[str, Any], ...]
     service: dict[str, Any] | None
-    gated: bool
 
     def to_json(self) -> dict[str, Any]:
         def status(value: TrainingJobStatus | None) -> dict[str, Any] | None:
@@ -65,7 +64,6 @@ class GangWrites:
             "running": status(self.running),
             "pods": list(self.pods),
             "service": self.service,
-            "gated": self.gated,
         }
 
     @classmethod
@@ -74,7 +72,7 @@ class GangWrites:
             return TrainingJobStatus.model_validate(value) if value is not None else None
 
         pods = tuple(body["pods"])
-        return cls(status(body["placing"]), status(body["running"]), pods, body["service"], body["gated"])
+        return cls(status(body["placing"]), status(body["running"]), pods, body["service"])
 
 
 def gang_writes(
@@ -89,19 +87,12 @@ def gang_writes(
         return None
     parsed = TrainingJobSpec.model_validate(spec)
     placement = Placement.model_validate(placement_body)
-    pods = []
-    for worker in placement.workers:
-        pod = pod_manifest(job, namespace, _UID, parsed, placement, worker)
-        if side != "replay":
-            pod["spec"].pop("schedulingGates", None)
-        pods.append(pod)
-    gang = is_gang(parsed)
+    pods = [pod_manifest(job, namespace, _UID, parsed, placement, worker) for worker in placement.workers]
     return GangWrites(
         placing=TrainingJobStatus(phase=JobPhase.PLACING, placement=placement) if side == "replay" else None,
         running=TrainingJobStatus(phase=JobPhase.RUNNING, placement=placement) if side != "pinned" else None,
         pods=tuple(pods),
-        service=service_manifest(job, namespace, _UID, parsed) if gang else None,
-        gated=gang and side == "replay",
+        service=service_manifest(job, namespace, _UID, parsed) if is_gang(parsed) else None,
     )
 
 
@@ -185,9 +176,6 @@ async def replay(
                 if gang.service is not None:
                     creates.append(client.create_service(_owned(gang.service, uid)))
                 await asyncio.gather(*creates)
-                if gang.gated:
-                    names = [p["metadata"]["name"] for p in gang.pods]
-                    await asyncio.gather(*(client.ungate(namespace, n) for n in names))
         except Exception as exc:  # reported with the side's figures, never silently lost
             errors.append(f"{name}: {exc}")
 

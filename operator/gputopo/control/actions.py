@@ -39,8 +39,8 @@ class JobActions:
     claim_deletions: list[str] = field(default_factory=list)  # ResourceClaims of the job to delete
     pods: list[dict[str, Any]] = field(default_factory=list)  # create if absent
     ungate: list[str] = field(default_factory=list)
-    # Ungate these once every pod above was created (or found existing): then the whole gang exists,
-    # and waiting for the next pass to see it would only add a round trip.
+    # Pods an earlier version created gated: ungate these once every pod above was created (or found
+    # existing): then the whole gang exists, and waiting for the next pass to see it would only add a round trip.
     ungate_once_created: list[str] = field(default_factory=list)
     events: list[EventNote] = field(default_factory=list)
     delete_job: bool = False

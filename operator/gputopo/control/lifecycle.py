@@ -302,10 +302,8 @@ def _placed_step(
         return _restart(s, spec, "WorkerLost", f"{pod_name(job.name, missing[0].rank)} disappeared", view, current)
     if missing:
         _create_gang(s, spec, placement, missing)
-        if is_gang(spec):
-            out.actions.ungate_once_created = [
-                pod_name(job.name, w.rank) for w in placement.workers if w.rank not in current or current[w.rank].gated
-            ]
+        # Ranks an earlier version created behind its gang gate go once the whole gang exists.
+        out.actions.ungate_once_created = [current[rank].name for rank in sorted(current) if current[rank].gated]
         status.phase = JobPhase.PLACING
         return _with_faults(s, spec, placement, view, config)
 
@@ -320,7 +318,7 @@ def _placed_step(
         s.finish(JobPhase.SUCCEEDED, "AllWorkersSucceeded", f"{len(gang)} workers succeeded")
         return _done(s)
 
-    gated = [p.name for p in gang if p.gated]
+    gated = [p.name for p in gang if p.gated]  # created by an earlier version, behind its gang gate
     if gated:
         out.actions.ungate = gated
         status.phase = JobPhase.PLACING
@@ -554,8 +552,8 @@ def _reschedule(
 
 
 def _create_gang(s: _Step, spec: TrainingJobSpec, placement: Placement, workers: Sequence[WorkerPlacement]) -> None:
-    """The gang's headless Service and the pods of these workers (gated, pinned to their nodes; a one-worker
-    job has neither Service nor gate); in DRA mode each pod's ResourceClaim too, naming the planned GPUs by UUID."""
+    """The gang's headless Service and the pods of these workers (pinned to their nodes; a one-worker job has no
+    Service); in DRA mode each pod's ResourceClaim too, naming the planned GPUs by UUID."""
     job = s.job
     dra = s.config.gpu_allocation is GpuAllocation.DRA
     if is_gang(spec):
@@ -629,10 +627,6 @@ def settle(
     out.actions.event("Normal", "Placed", f"generation {placement.generation}: {message}")
     if not out.old_pods_left:
         _create_gang(s, spec, placement, placement.workers)
-        # The client lifts the gates only once every pod of the gang is created: the gang goes to kube-scheduler
-        # in the same pass, not a pass later, when the watch has shown its pods.
-        if is_gang(spec):
-            out.actions.ungate_once_created = [pod_name(job.name, w.rank) for w in placement.workers]
     return PlannedGang(job.key, placement.generation, tuple((w.node, tuple(w.gpus)) for w in placement.workers), now)
 
 

@@ -1,4 +1,4 @@
-"""Builders of a placed gang's objects: the headless Service and one gated pod per rank.
+"""Builders of a placed gang's objects: the headless Service and one pod per rank, pinned to its node.
 
 Pure: a job, a placement and a rank in, a manifest out. Names are deterministic (``<job>-<rank>``), so
 creating them again after a restart finds the same objects instead of making duplicates.
@@ -14,7 +14,6 @@ from gputopo.api.group import (
     ANNOTATION_GPUS,
     ANNOTATION_PLACEMENT_GENERATION,
     API_VERSION,
-    GANG_GATE,
     GPU_RESOURCE,
     LABEL_JOB,
     LABEL_RANK,
@@ -61,8 +60,8 @@ def _master_port(spec: TrainingJobSpec) -> int:
 
 
 def is_gang(spec: TrainingJobSpec) -> bool:
-    """Whether the job has more than one worker. A one-worker job's pod is the whole gang when it is created:
-    it needs no scheduling gate and no Service (rank 0 is the pod itself), so it costs neither write."""
+    """Whether the job has more than one worker. A one-worker job needs no Service and no subdomain (rank 0 is
+    the pod itself)."""
     return spec.workers > 1
 
 
@@ -119,8 +118,13 @@ def pod_manifest(
     worker: WorkerPlacement,
     claim: str | None = None,
 ) -> dict[str, Any]:
-    """With ``claim`` (DRA mode) the GPUs come from that ResourceClaim, else from an nvidia.com/gpu limit. A
-    gang's pods are created behind gputopo's scheduling gate; a one-worker job's pod is not."""
+    """With ``claim`` (DRA mode) the GPUs come from that ResourceClaim, else from an nvidia.com/gpu limit.
+
+    The pod is schedulable as it is created, pinned to its node: the plan holds the gang's GPUs from the moment
+    it is made, so a rank bound before the rest of the gang exists takes nothing another plan could have had.
+    (Earlier versions created a gang's pods behind the ``GANG_GATE`` scheduling gate and lifted it once the whole
+    gang existed: a write per pod and a round trip per gang for nothing the plan does not already hold. Pods they
+    left gated are still released, see ``lifecycle``.)"""
     template = copy.deepcopy(spec.template)
     meta = template.get("metadata") or {}
     pod_spec: dict[str, Any] = template["spec"]
@@ -134,7 +138,6 @@ def pod_manifest(
     }
 
     if is_gang(spec):
-        pod_spec["schedulingGates"] = [{"name": GANG_GATE}]
         pod_spec["subdomain"] = job
     pod_spec.setdefault("restartPolicy", "Never")
     pod_spec["hostname"] = name

@@ -57,7 +57,7 @@ def problems(job: JobFacts, tiers: TierConfig) -> list[str]:
     if pod.get("nodeName"):
         found.append("template.spec.nodeName is set; gputopo chooses the nodes")
     if pod.get("schedulingGates"):
-        found.append("template.spec.schedulingGates is set; gputopo gates the gang itself")
+        found.append("template.spec.schedulingGates is set; gputopo hands the gang's pods to kube-scheduler itself")
     requested = _gpus_in_template(spec)
     if requested is not None and requested != spec.gpus_per_worker:
         found.append(

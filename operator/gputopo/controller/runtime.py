@@ -340,7 +340,7 @@ class Runtime:
         self.report_timer = loop.call_at(when, self.poke)
 
     def _start(self, actions: JobActions, job: JobFacts, plan: PlannedGang | None = None) -> None:
-        """Start one job's writes (status, then Service and claims, pods, gates) without waiting for them.
+        """Start one job's writes (status, then Service and claims, pods) without waiting for them.
 
         They wait for a slot of the gate: at most ``JOB_CONCURRENCY_SHARE`` of the API concurrency's worth of
         jobs at once, new gangs first in the order they were placed, so each goes to kube-scheduler as soon as

@@ -1,4 +1,4 @@
-"""The floor sides of bench_allocation write what they say: the operator's own pod bodies, gated or not, with
+"""The floor sides of bench_allocation write what they say: the operator's own pod bodies, with
 the status writes of their side (bench/floor.py; pure, no API server)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 
 from floor import FLOOR_SIDES, gang_writes
-from gputopo.api.group import GANG_GATE, GPU_RESOURCE
+from gputopo.api.group import GPU_RESOURCE
 from gputopo.api.trainingjob import JobPhase
 from gputopo.sandbox.harness import training_job
 
@@ -33,7 +33,7 @@ def _gates(pod: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("side", FLOOR_SIDES)
-def test_a_gang_s_writes_are_the_operator_s_pods_gated_only_in_replay(side: str) -> None:
+def test_a_gang_s_writes_are_the_operator_s_pods_and_the_side_s_statuses(side: str) -> None:
     spec = training_job("j", "ns", workers=2, gpusPerWorker=4)["spec"]
     gang = gang_writes(side, "ns", "j", spec, _status(2))
     assert gang is not None
@@ -42,8 +42,7 @@ def test_a_gang_s_writes_are_the_operator_s_pods_gated_only_in_replay(side: str)
         terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         assert f"node-{rank}" in str(terms)
         assert pod["spec"]["containers"][0]["resources"]["limits"][GPU_RESOURCE] == "4"
-        assert _gates(pod) == ([GANG_GATE] if side == "replay" else [])
-    assert gang.gated is (side == "replay")
+        assert _gates(pod) == []  # as the operator creates them
     assert gang.service is not None and gang.service["metadata"]["name"] == "j"
     assert (gang.placing is not None) is (side == "replay")
     if side == "pinned":
@@ -57,7 +56,7 @@ def test_one_worker_has_no_gate_and_no_service() -> None:
     spec = training_job("solo", "ns", workers=1, gpusPerWorker=4)["spec"]
     gang = gang_writes("replay", "ns", "solo", spec, _status(1))
     assert gang is not None
-    assert gang.service is None and not gang.gated and _gates(gang.pods[0]) == []
+    assert gang.service is None and _gates(gang.pods[0]) == []
 
 
 def test_a_job_the_operator_never_placed_gets_no_writes() -> None:

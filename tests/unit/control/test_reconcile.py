@@ -11,7 +11,7 @@ import pytest
 from control_builders import T0, at, cluster, foreign_pod, job, pod
 
 from gputopo.api.conditions import Condition
-from gputopo.api.group import ANNOTATION_GPUS, GANG_GATE
+from gputopo.api.group import ANNOTATION_GPUS
 from gputopo.api.nodetopology import LinkState, NicState
 from gputopo.api.trainingjob import JobPhase, Placement, TrainingJobStatus, WorkerPlacement
 from gputopo.control.actions import JobActions
@@ -86,17 +86,21 @@ def test_a_new_one_worker_job_is_placed_and_its_pod_created_ungated() -> None:
     assert env["MASTER_ADDR"] == env["PET_MASTER_ADDR"] == "localhost"
 
 
-def test_a_new_gang_is_created_gated_with_its_service() -> None:
+def test_a_new_gang_is_created_schedulable_and_pinned_with_its_service() -> None:
     j = job("llm", workers=2, gpus=8)
     result = run([j], cluster().node("n1").node("n2").view())
     actions = actions_of(result, "llm")
     assert [p["metadata"]["name"] for p in actions.pods] == ["llm-0", "llm-1"]
-    for body in actions.pods:
-        assert body["spec"]["schedulingGates"] == [{"name": GANG_GATE}] and body["spec"]["subdomain"] == "llm"
+    assert actions.status is not None and actions.status.placement is not None
+    plan = {w.rank: w.node for w in actions.status.placement.workers}
+    for rank, body in enumerate(actions.pods):
+        assert "schedulingGates" not in body["spec"] and body["spec"]["subdomain"] == "llm"
+        affinity = body["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert plan[rank] in str(affinity)
         env = {e["name"]: e["value"] for e in body["spec"]["containers"][0]["env"]}
         assert env["MASTER_ADDR"] == "llm-0.llm.default.svc"
-    # Created gated; the client lifts the gates in the same pass once the whole gang exists.
-    assert actions.ungate == [] and actions.ungate_once_created == ["llm-0", "llm-1"]
+    # The plan holds the gang's GPUs already: each rank may be bound as soon as it exists, no gate to lift.
+    assert actions.ungate == [] and actions.ungate_once_created == []
     assert actions.service is not None and actions.service["spec"]["clusterIP"] == "None"
 
 
@@ -159,17 +163,20 @@ def test_a_waiting_job_starts_when_room_frees() -> None:
     assert [r.job for r in run([j], cluster().node("n1").view()).reservations] == [j.key]
 
 
-def test_gates_are_removed_only_when_the_whole_gang_exists() -> None:
+def test_gates_an_earlier_version_set_are_lifted_once_the_whole_gang_exists() -> None:
     placement = placed([("n1", [0, 1, 2, 3, 4, 5, 6, 7]), ("n2", [0, 1, 2, 3, 4, 5, 6, 7])])
     j = job("big", workers=2, status=TrainingJobStatus(phase=JobPhase.PLACING, placement=placement))
     view = cluster().node("n1").node("n2").view()
     half = [pod(j, 0, gpus=tuple(range(8)), gated=True)]
     actions = actions_of(run([j], view, half), "big")
     assert actions.ungate == [] and [p["metadata"]["name"] for p in actions.pods] == ["big-1"]
-    # Once big-1 is created the gang is whole: the client lifts both gates right after creating it.
-    assert actions.ungate_once_created == ["big-0", "big-1"]
+    assert "schedulingGates" not in actions.pods[0]["spec"]
+    # Once big-1 is created the gang is whole: the client lifts big-0's gate right after creating it.
+    assert actions.ungate_once_created == ["big-0"]
     whole = [*half, pod(j, 1, gpus=tuple(range(8)), gated=True)]
     assert actions_of(run([j], view, whole), "big").ungate == ["big-0", "big-1"]
+    ungated = [pod(j, 0, gpus=tuple(range(8)))]
+    assert actions_of(run([j], view, ungated), "big").ungate_once_created == []
 
 
 def test_the_job_runs_when_every_worker_is_bound_and_running() -> None:
