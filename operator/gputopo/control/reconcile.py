@@ -20,7 +20,7 @@ from gputopo.control.queue import Outcome, QueuedJob, drain
 from gputopo.control.view import ClusterView, build_snapshot
 from gputopo.control.warmup import warm, warm_shapes
 from gputopo.placement.cache import PlacementCache
-from gputopo.placement.types import Placement, Policy, Request
+from gputopo.placement.types import Placement, Policy, Request, Snapshot
 
 __all__ = ["Pass", "planned_from_status", "run_pass", "shown_generation"]
 
@@ -145,12 +145,16 @@ def run_pass(
             )
 
     handed: set[JobKey] = set()  # placed jobs whose actions went to on_placed
+
+    def snapshot_now() -> Snapshot:
+        """The cluster with every plan held: the ledger's and those the statuses record."""
+        statuses = [*((k, s.status) for k, s in steps.items()), *((k, job.status) for k, job in waiting)]
+        return build_snapshot(view, [*ledger, *planned_from_status(statuses)], config.tiers, quarantine, now, cache)
+
     if queued and restarts_first and out.restarts:
         out.wake_at = now
     elif queued:
-        statuses = [*((k, s.status) for k, s in steps.items()), *((k, job.status) for k, job in waiting)]
-        plans = [*ledger, *planned_from_status(statuses)]
-        snapshot = build_snapshot(view, plans, config.tiers, quarantine, now, cache)
+        snapshot = snapshot_now()
 
         def settled(outcome: Outcome) -> None:
             key = outcome.queued.key
@@ -179,9 +183,8 @@ def run_pass(
             out.queue_length += deferred
             out.wake_at = now
     elif cache is not None and clock is not None and not busy:
-        held = [*ledger, *planned_from_status((k, s.status) for k, s in steps.items())]
         out.warmed = warm(
-            lambda: build_snapshot(view, held, config.tiers, quarantine, now, cache),
+            snapshot_now,
             cache,
             warm_shapes(view),
             place,

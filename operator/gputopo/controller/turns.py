@@ -3,9 +3,9 @@
 In devicePlugin mode a job's plan is the device plugin's choice on what the jobs planned before it left free on
 the node. The kubelet makes that choice when it admits the pod, in the order kube-scheduler binds: if a job
 planned later is admitted first, it gets the GPUs planned for the earlier one, and both differ from their plans.
-A gang's writes therefore release its pods (create them, or lift their gates) only once every gang planned before
-it on one of its nodes has had its own bound, or after ``NODE_TURN_SECONDS`` whatever happened to those (the
-runtime gives a turn up when the watch shows the gang's pods bound).
+A gang's writes therefore create its pods only once every gang planned before it on one of its nodes has had its
+own bound, or after ``NODE_TURN_SECONDS`` whatever happened to those (the runtime gives a turn up when the watch
+shows the gang's pods bound).
 """
 
 from __future__ import annotations
