@@ -12,8 +12,8 @@ sandbox at once tens of seconds after ``up``: a side that met that storm of Node
   choice on the node's free GPUs; it never sees the plan), as the first side's sandbox does;
 * ``dra``: the operator in ``gpuAllocation: dra`` mode on a sandbox started with ``gpu_allocation="dra"`` (fake
   ResourceSlices of NVIDIA's DRA driver; kube-scheduler allocates each rank's ResourceClaim);
-* the floor, ``replay``, ``minimal`` and ``pinned`` (``bench/floor.py``): no operator; a client in this process
-  that decides nothing writes the devicePlugin side's placements as each TrainingJob is seen: write for write as
+* the floor, ``replay``, ``minimal`` and ``pinned`` (``bench/floor.py``): no operator; a client in a process of
+  its own that decides nothing writes the devicePlugin side's placements as each TrainingJob is seen: write for write as
   the operator did, with the least writes that keep the status contract (one status write, after the pods), and
   with no status at all. What is left is what the rest of the cluster needs for those writes on this machine.
 
