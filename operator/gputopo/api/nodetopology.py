@@ -23,6 +23,7 @@ __all__ = [
     "LinkState",
     "LinkStatus",
     "NicAffinity",
+    "NicRole",
     "NicState",
     "NicStatus",
     "NodeTopology",
@@ -56,6 +57,14 @@ class LinkState(StrEnum):
 class NicState(StrEnum):
     UP = "Up"
     DOWN = "Down"
+
+
+class NicRole(StrEnum):
+    """What a NIC carries: NCCL's compute rails, or storage and front-end ports that collectives must not use."""
+
+    COMPUTE = "Compute"
+    STORAGE = "Storage"
+    FRONT_END = "FrontEnd"
 
 
 class GpuHealthState(StrEnum):

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from gputopo.api.nodetopology import FabricState, GpuHealthState, LinkKind, LinkState, NicState
+from gputopo.api.nodetopology import FabricState, GpuHealthState, LinkKind, LinkState, NicRole, NicState
 from gputopo.topology.memo import Memo
 
 __all__ = [
@@ -91,6 +91,15 @@ class Gpu:
     health: GpuHealthState = GpuHealthState.HEALTHY
     health_reason: str = ""
     fabric: Fabric | None = None
+    # NVLink-C2C to the GPU's own Grace CPU (GH200, GB200, GB300): links up and their total bandwidth in GB/s,
+    # as NVML reports them; 0 on a GPU that reaches its CPU over PCIe.
+    c2c_links: int = 0
+    c2c_gbps: float = 0.0
+
+    @property
+    def c2c(self) -> bool:
+        """The GPU reaches its CPU, and the NICs on that CPU's PCIe, over NVLink-C2C."""
+        return self.c2c_links > 0
 
     @property
     def healthy(self) -> bool:
@@ -119,7 +128,11 @@ class Link:
 
 @dataclass(frozen=True, slots=True)
 class Nic:
-    """An RDMA NIC; ``affinity[i]`` is its PCIe distance to GPU i (PIX nearest … SYS farthest)."""
+    """An RDMA NIC; ``affinity[i]`` is its PCIe distance to GPU i (PIX nearest … SYS farthest).
+
+    ``role`` is None where nothing said what the NIC carries (an imported matrix): it counts as a compute rail.
+    ``default_route`` is whether the node's default route leaves through it (a front-end port's mark).
+    """
 
     name: str
     link_layer: str = "InfiniBand"
@@ -128,10 +141,17 @@ class Nic:
     numa_node: int | None = None
     pci_bus_id: str = ""
     affinity: tuple[LinkKind, ...] = ()
+    role: NicRole | None = None
+    default_route: bool = False
 
     @property
     def up(self) -> bool:
         return self.state is NicState.UP
+
+    @property
+    def compute(self) -> bool:
+        """A rail NCCL may use for collectives: a compute NIC, or one whose role nobody stated."""
+        return self.role is None or self.role is NicRole.COMPUTE
 
     def distance(self, gpu: int) -> LinkKind:
         return self.affinity[gpu] if gpu < len(self.affinity) else LinkKind.SYS
