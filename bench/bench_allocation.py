@@ -89,7 +89,7 @@ from bench_operator import (
 from cpu import cpu_seconds
 from floor import FLOOR_SIDES, Replayer, gang_writes
 from gputopo.api.group import DRA_DRIVER, LABEL_JOB
-from gputopo.controller.client import load_configuration
+from gputopo.kube.client import load_configuration
 from gputopo.sandbox import Sandbox
 from watching import Watcher
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from gputopo.controller.client import load_configuration
+from gputopo.kube.client import load_configuration
 from gputopo.sandbox import Sandbox
 from gputopo.sandbox.faults import link_fault
 from gputopo.sandbox.harness import Jobs, OperatorProcess, training_job

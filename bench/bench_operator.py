@@ -45,7 +45,7 @@ from kubernetes import client as k8s
 from gputopo.api.group import GPU_RESOURCE, LABEL_JOB
 from gputopo.api.nodepodgpus import NodePodGpusStatus, PodGpus
 from gputopo.api.nodetopology import NodeTopologyStatus
-from gputopo.controller.client import load_configuration
+from gputopo.kube.client import load_configuration
 from gputopo.placement.types import DEFAULT_TIERS
 from gputopo.sandbox import Sandbox
 from gputopo.sandbox.harness import training_job

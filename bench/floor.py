@@ -38,7 +38,7 @@ from typing import Any
 from gputopo.api.group import GROUP, LABEL_JOB, VERSION
 from gputopo.api.trainingjob import JobPhase, Placement, TrainingJobSpec, TrainingJobStatus
 from gputopo.control.pods import is_gang, pod_manifest, service_manifest
-from gputopo.controller.client import KubeClient, load_configuration
+from gputopo.kube.client import KubeClient, load_configuration
 
 FLOOR_SIDES = ("replay", "minimal", "pinned")
 GANGS_AT_ONCE = 8

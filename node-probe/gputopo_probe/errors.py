@@ -1,6 +1,12 @@
-"""The probe's one error tree: NVML, sysfs, PodResources and API errors are translated into these."""
+"""The probe's one error tree: NVML, sysfs, PodResources and API errors are translated into these.
+
+``ApiError`` derives from the operator side's ``gputopo.kube.errors.ApiError`` too (a pure module, within the
+probe's footprint), so one ``except`` catches an API error whichever client raised it.
+"""
 
 from __future__ import annotations
+
+from gputopo.kube import errors as kube_errors
 
 __all__ = [
     "ApiError",
@@ -43,19 +49,12 @@ class PodResourcesError(ProbeError):
     """The kubelet PodResources API could not be reached or answered nonsense."""
 
 
-class ApiError(ProbeError):
+class ApiError(kube_errors.ApiError, ProbeError):
     """A Kubernetes API call failed; ``status`` is the HTTP status (0 when the server was not reached)."""
 
     def __init__(self, what: str, status: int, reason: str = "") -> None:
         self.what = what
-        self.status = status
-        super().__init__(f"{what}: HTTP {status} {reason}".rstrip())
-
-    @property
-    def retryable(self) -> bool:
-        """Whether trying again soon may work: not reached, a conflict, throttled, a server error. A 403 or
-        422 needs someone to change RBAC or the object first."""
-        return self.status == 0 or self.status == 409 or self.status == 429 or self.status >= 500
+        super().__init__(f"{what}: HTTP {status} {reason}".rstrip(), status, reason)
 
 
 class FaultStoreError(ProbeError):

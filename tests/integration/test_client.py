@@ -11,8 +11,8 @@ import pytest
 
 from gputopo.api.group import GANG_GATE
 from gputopo.api.trainingjob import JobPhase, TrainingJobStatus
-from gputopo.controller.client import KubeClient, load_configuration
-from gputopo.controller.errors import AlreadyExistsError, ApiError, ConflictError, NotFoundError
+from gputopo.kube.client import KubeClient, load_configuration
+from gputopo.kube.errors import AlreadyExistsError, ApiError, ConflictError, NotFoundError
 from gputopo.sandbox.testing import SandboxHandle
 
 NS = "gputopo-client-it"
@@ -152,7 +152,7 @@ def test_an_unreachable_server_is_an_api_error_with_status_0(sandbox: SandboxHan
 
 
 def test_the_reflector_lists_in_pages_and_follows_changes(sandbox: SandboxHandle, namespace: str) -> None:
-    from gputopo.controller.reflector import Reflector
+    from gputopo.kube.reflector import Reflector
 
     for i in range(5):
         sandbox.kubectl("create", "configmap", f"refl-{i}", "-n", namespace, f"--from-literal=v={i}")

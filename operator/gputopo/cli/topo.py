@@ -75,9 +75,9 @@ def _load(source: str, gpu_model: str | None, fmt: str = "auto") -> Topology:
 
 
 def _read_cluster(name: str) -> NodeTopology:
-    """The NodeTopology named after a node, read from the cluster in $KUBECONFIG with the operator's client."""
-    from gputopo.controller.client import KubeClient, load_configuration
-    from gputopo.controller.errors import ApiError, KubeconfigError, NotFoundError
+    """The NodeTopology named after a node, read from the cluster in $KUBECONFIG with ``gputopo.kube``'s client."""
+    from gputopo.kube.client import KubeClient, load_configuration
+    from gputopo.kube.errors import ApiError, KubeconfigError, NotFoundError
 
     async def read() -> dict[str, Any]:
         client = KubeClient(load_configuration(), concurrency=1)

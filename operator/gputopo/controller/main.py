@@ -12,11 +12,11 @@ from typing import Any, cast
 import kopf
 
 from gputopo.control.quarantine import Quarantine
-from gputopo.controller.client import KubeClient, load_configuration
-from gputopo.controller.errors import ApiError
 from gputopo.controller.handlers import register
 from gputopo.controller.runtime import Runtime
 from gputopo.controller.settings import OperatorSettings
+from gputopo.kube.client import KubeClient, load_configuration
+from gputopo.kube.errors import ApiError
 from gputopo.placement import place
 
 __all__ = ["main", "settings_from_args"]

@@ -35,12 +35,12 @@ from gputopo.control.quarantine import Quarantine
 from gputopo.control.reconcile import Pass, run_pass, shown_generation
 from gputopo.control.statuscache import StatusCache
 from gputopo.control.view import ClusterView
-from gputopo.controller.client import KubeClient
-from gputopo.controller.errors import ApiError
 from gputopo.controller.gate import PriorityGate
 from gputopo.controller.metrics import Metrics
 from gputopo.controller.settings import OperatorSettings
 from gputopo.controller.turns import NODE_TURN_SECONDS, NodeTurns, Turn
+from gputopo.kube.client import KubeClient
+from gputopo.kube.errors import ApiError
 from gputopo.placement.cache import PlacementCache
 from gputopo.placement.types import Policy
 

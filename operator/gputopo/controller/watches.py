@@ -22,8 +22,8 @@ from gputopo.control.facts import NodeFacts, PodGpusFacts, TopologyFacts, node_f
 from gputopo.control.podgpus import pod_gpus_facts
 from gputopo.control.quarantine import Quarantine
 from gputopo.control.topologies import content_digest, topology_facts
-from gputopo.controller.client import KubeClient, resource_path
-from gputopo.controller.reflector import Reflector
+from gputopo.kube.client import KubeClient, resource_path
+from gputopo.kube.reflector import Reflector
 
 __all__ = ["ClusterWatches"]
 

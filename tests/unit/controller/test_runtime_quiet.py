@@ -11,10 +11,10 @@ from typing import cast
 
 from gputopo.control.facts import job_facts
 from gputopo.control.view import ClusterView
-from gputopo.controller.client import KubeClient
 from gputopo.controller.metrics import Metrics
 from gputopo.controller.runtime import QUIET_PASS_SECONDS, Runtime, World
 from gputopo.controller.settings import OperatorSettings
+from gputopo.kube.client import KubeClient
 from gputopo.placement import place
 
 

@@ -11,10 +11,10 @@ from gputopo.control.actions import JobActions
 from gputopo.control.facts import JobKey, job_facts
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.reconcile import Pass
-from gputopo.controller.client import KubeClient
 from gputopo.controller.metrics import Metrics
 from gputopo.controller.runtime import Runtime
 from gputopo.controller.settings import OperatorSettings
+from gputopo.kube.client import KubeClient
 from gputopo.placement import place
 
 

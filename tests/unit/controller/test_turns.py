@@ -8,11 +8,11 @@ from typing import Any, cast
 import gputopo.controller.runtime as runtime_module
 from gputopo.control.actions import JobActions
 from gputopo.control.facts import JobKey, PodFacts
-from gputopo.controller.client import KubeClient
 from gputopo.controller.metrics import Metrics
 from gputopo.controller.runtime import Runtime
 from gputopo.controller.settings import OperatorSettings
 from gputopo.controller.turns import NodeTurns, Turn
+from gputopo.kube.client import KubeClient
 from gputopo.placement import place
 
 

@@ -7,8 +7,8 @@ from typing import Any, cast
 from gputopo.api.nodepodgpus import PodGpus
 from gputopo.api.nodetopology import GpuHealthState
 from gputopo.control.quarantine import Quarantine
-from gputopo.controller.client import KubeClient
 from gputopo.controller.watches import ClusterWatches
+from gputopo.kube.client import KubeClient
 from gputopo.topology.catalog import load_node_type
 from gputopo.topology.convert import to_status
 

@@ -13,12 +13,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-# The probe's source: its own package and the two operator packages it may import (an import contract
-# holds it to those).
+# The probe's source: its own package, the two operator packages it may import and the pure error modules
+# its ApiError derives from (an import contract holds it to those).
 PROBE_SOURCES = [
     ROOT / "node-probe" / "gputopo_probe",
     ROOT / "operator" / "gputopo" / "api",
     ROOT / "operator" / "gputopo" / "topology",
+    ROOT / "operator" / "gputopo" / "errors.py",
+    ROOT / "operator" / "gputopo" / "kube" / "__init__.py",
+    ROOT / "operator" / "gputopo" / "kube" / "errors.py",
 ]
 
 
@@ -36,7 +39,7 @@ def _third_party_imports() -> dict[str, set[str]]:
     """Top-level third-party modules the probe's source imports, with a file that imports each."""
     found: dict[str, set[str]] = {}
     for folder in PROBE_SOURCES:
-        for path in folder.rglob("*.py"):
+        for path in [folder] if folder.is_file() else folder.rglob("*.py"):
             if path.name.endswith(("_pb2.py", "_pb2_grpc.py")):
                 continue  # generated; they import grpc and protobuf, as podresources/client.py does
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -72,7 +75,8 @@ _LOADED = """
 import sys
 import gputopo_probe.main, gputopo_probe.service
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in {"kopf", "kubernetes", "aiohttp", "typer", "rich"}
-                or m.startswith(("gputopo_probe.fake", "gputopo_probe.farm", "gputopo.controller", "gputopo.cli")))
+                or m.startswith(("gputopo_probe.fake", "gputopo_probe.farm", "gputopo.controller", "gputopo.cli",
+                                  "gputopo.kube.client", "gputopo.kube.reflector", "gputopo.sim")))
 print(",".join(loaded))
 """
 

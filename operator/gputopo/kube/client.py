@@ -3,7 +3,7 @@
 Credentials come from the kubernetes package's loaders (in-cluster service account with token rotation,
 kubeconfig with client certificates, tokens or exec plugins), read per request so rotated tokens are
 used; its generated API classes are never imported (they would cost the operator ~22 MB and seconds at
-start). Errors are translated into ``gputopo.controller.errors``; create-if-absent and delete-if-present
+start). Errors are translated into ``gputopo.kube.errors``; create-if-absent and delete-if-present
 are idempotent.
 """
 
@@ -26,7 +26,7 @@ from kubernetes import config as k8s_config
 from gputopo.api.group import FIELD_MANAGER_OPERATOR, GANG_GATE, GROUP, VERSION
 from gputopo.api.nodetopology import NodeTopology
 from gputopo.api.trainingjob import TrainingJobStatus
-from gputopo.controller.errors import AlreadyExistsError, ApiError, ConflictError, KubeconfigError, NotFoundError
+from gputopo.kube.errors import AlreadyExistsError, ApiError, ConflictError, KubeconfigError, NotFoundError
 
 __all__ = ["KubeClient", "load_configuration", "status_patch"]
 

@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from gputopo.controller.errors import ApiError
-from gputopo.controller.reflector import Reflector
+from gputopo.kube.errors import ApiError
+from gputopo.kube.reflector import Reflector
 
 
 def obj(name: str, value: str, version: str = "1") -> dict[str, Any]:

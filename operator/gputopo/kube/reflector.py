@@ -15,19 +15,19 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, TypeVar
 
-from gputopo.controller.client import KubeClient
-from gputopo.controller.errors import ApiError
+from gputopo.kube.client import KubeClient
+from gputopo.kube.errors import ApiError, KubeError
 
 __all__ = ["Parse", "Reflector"]
 
-logger = logging.getLogger("gputopo.controller")
+logger = logging.getLogger("gputopo.kube")
 
 V = TypeVar("V")
 # (name, the object, what was kept for it before) -> what to keep now
 Parse = Callable[[str, Mapping[str, Any], V | None], V]
 
 
-class _GoneError(Exception):
+class _GoneError(KubeError):
     """The server no longer has the history a watch asked for: list again."""
 
 
