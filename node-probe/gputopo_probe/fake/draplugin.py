@@ -60,7 +60,7 @@ class ClaimReader(Protocol):
         """The ResourceClaim, or None when there is none of that name."""
 
 
-class PrepareError(Exception):
+class PrepareError(ProbeError):
     """Why one claim cannot be prepared on this node."""
 
 
@@ -190,7 +190,7 @@ class FakeDraPlugin:
                 gpus = claim_gpus(found, claim.uid, self.node, self.gpus_by_device)
                 if gpus:
                     write_spec(self.cdi_dir, claim.uid, gpus)
-            except (PrepareError, ProbeError, OSError, RuntimeError) as error:
+            except (ProbeError, OSError, RuntimeError) as error:
                 log.warning("cannot prepare claim %s/%s: %s", claim.namespace, claim.name, error)
                 answer.error = str(error)
                 continue

@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from gputopo.api.group import GPU_RESOURCE
+from gputopo.errors import GputopoError
 
 __all__ = ["GpuCountError", "container_gpus", "names_gpus", "pod_gpus"]
 
 
-class GpuCountError(ValueError):
+class GpuCountError(GputopoError, ValueError):
     """A container's ``nvidia.com/gpu`` is not a whole number of GPUs."""
 
 

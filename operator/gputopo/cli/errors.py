@@ -13,10 +13,12 @@ from typing import Any, NoReturn
 import typer
 import yaml
 
+from gputopo.errors import GputopoError
+
 __all__ = ["CliError", "fail", "read_text", "read_yaml"]
 
 
-class CliError(Exception):
+class CliError(GputopoError):
     """A user-facing failure: printed to stderr as one line, exit code 2."""
 
 

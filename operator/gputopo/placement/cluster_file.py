@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from gputopo.api.clusterfile import ClusterFile, ClusterNode, TraceFile
 from gputopo.api.nodetopology import GpuHealthState, LinkState
 from gputopo.api.problems import one_line
+from gputopo.errors import GputopoError
 from gputopo.placement.constraints import Taint
 from gputopo.placement.generate import TraceJob
 from gputopo.placement.types import DEFAULT_TIERS, NodeInfo, Snapshot, TierConfig, TierLevel
@@ -29,7 +30,7 @@ from gputopo.topology.model import Topology, TopologyError
 __all__ = ["ClusterFileError", "snapshot_from_data", "snapshot_to_data", "trace_from_data", "trace_to_data"]
 
 
-class ClusterFileError(ValueError):
+class ClusterFileError(GputopoError, ValueError):
     """A cluster or trace file that cannot be used; the message starts with the field at fault."""
 
 

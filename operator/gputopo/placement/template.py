@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputopo.api.clusterfile import TaintEffect
+from gputopo.errors import GputopoError
 from gputopo.placement.constraints import NodeSelectorOperator, NodeSelectorRequirement, NodeSelectorTerm, Toleration
 
 __all__ = ["PodConstraints", "TemplateError", "pod_constraints", "template_problem"]
 
 
-class TemplateError(ValueError):
+class TemplateError(GputopoError, ValueError):
     """A pod template field of the wrong shape; the message starts with the field's path."""
 
 

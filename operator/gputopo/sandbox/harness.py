@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from gputopo.errors import GputopoError
+
 __all__ = [
     "Jobs",
     "OperatorProcess",
@@ -35,7 +37,7 @@ Kubectl = Callable[..., str]
 TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "pytorch"}]}}
 
 
-class WaitTimeoutError(AssertionError):
+class WaitTimeoutError(GputopoError, AssertionError):
     """A condition a test waited for did not come true before its deadline."""
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from gputopo.api.nodetopology import FabricState, GpuHealthState, LinkKind, LinkState, NicRole, NicState
+from gputopo.errors import GputopoError
 from gputopo.topology.memo import Memo
 
 __all__ = [
@@ -30,7 +31,7 @@ __all__ = [
 PCIE_LEVELS: tuple[LinkKind, ...] = (LinkKind.PIX, LinkKind.PXB, LinkKind.PHB, LinkKind.NODE, LinkKind.SYS)
 
 
-class TopologyError(ValueError):
+class TopologyError(GputopoError, ValueError):
     """A topology that cannot be right: a link to a missing GPU, a GPU linked to itself, …"""
 
 
