@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from gputopo.placement import place
-from gputopo.placement.generate import generate_nvl72_cluster, generate_trace
-from gputopo.placement.policies import POLICIES
-from gputopo.placement.simulation import PolicyReport, simulate
 from gputopo.placement.types import Policy, Snapshot, TierConfig
+from gputopo.sim.generate import generate_nvl72_cluster, generate_trace
+from gputopo.sim.policies import POLICIES
+from gputopo.sim.simulation import PolicyReport, simulate
 from gputopo.topology.calibration import calibrate_nvl72, format_table, median_error
 
 REPORTS = Path(__file__).parent / "reports"

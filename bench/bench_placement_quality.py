@@ -1,7 +1,7 @@
 """Placement quality: policies replayed over the same fragmented mixed clusters and traces.
 
 Per policy: mean estimated bus bandwidth of multi-GPU jobs and its ratio to the reference optimum (computed
-on the snapshot each job saw by ``gputopo.placement.exact``: an exhaustive search on small instances, an ILP
+on the snapshot each job saw by ``gputopo.sim.exact``: an exhaustive search on small instances, an ILP
 solved by HiGHS on the rest, sharing only the estimator with the engine), per job size where each policy
 loses, and every job where gputopo's own engine fell short of the reference. One run, fixed seeds.
 Writes bench/reports/placement_quality.{json,md,png}.  Run: python bench/bench_placement_quality.py
@@ -18,10 +18,10 @@ from typing import Any
 from gputopo.api.trainingjob import IntraNode
 from gputopo.cli.simulate import plot_quality
 from gputopo.placement import NodeInfo, Placement, Request, Snapshot, place
-from gputopo.placement.exact import exhaustive_optimum, exhaustive_size
-from gputopo.placement.generate import generate_cluster, generate_trace
-from gputopo.placement.policies import POLICIES
-from gputopo.placement.simulation import PolicyReport, simulate
+from gputopo.sim.exact import exhaustive_optimum, exhaustive_size
+from gputopo.sim.generate import generate_cluster, generate_trace
+from gputopo.sim.policies import POLICIES
+from gputopo.sim.simulation import PolicyReport, simulate
 from gputopo.topology.catalog import NODE_TYPES, load_node_type
 
 REPORTS = Path(__file__).parent / "reports"

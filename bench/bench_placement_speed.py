@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from gputopo.placement import GpuChoice, Placement, Request, Snapshot, place
-from gputopo.placement.generate import generate_cluster
+from gputopo.sim.generate import generate_cluster
 
 REPORTS = Path(__file__).parent / "reports"
 

@@ -21,7 +21,7 @@ A cluster file::
 A trace file: ``jobs: [{name, arrival, duration, workers, gpusPerWorker, sliceSize}]``.
 
 Whether a GPU index exists, a node type is known or a topology file is there depends on the node's
-topology; the loader (``gputopo.placement.cluster_file``) checks those, naming the same fields.
+topology; the loader (``gputopo.sim.cluster_file``) checks those, naming the same fields.
 """
 
 from __future__ import annotations

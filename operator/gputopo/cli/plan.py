@@ -16,10 +16,10 @@ from gputopo.control.dra import GpuAllocation
 from gputopo.control.facts import job_facts
 from gputopo.control.validation import problems
 from gputopo.placement import Placement, Request, Snapshot, place
-from gputopo.placement.cluster_file import ClusterFileError, snapshot_from_data
-from gputopo.placement.exact import optimum
 from gputopo.placement.network import tier_summary
 from gputopo.placement.template import TemplateError
+from gputopo.sim.cluster_file import ClusterFileError, snapshot_from_data
+from gputopo.sim.exact import optimum
 
 __all__ = ["load_cluster", "register"]
 

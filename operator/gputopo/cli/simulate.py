@@ -14,10 +14,10 @@ from rich.progress import Progress, TaskID
 from gputopo.cli.errors import CliError, fail, read_yaml
 from gputopo.cli.plan import load_cluster
 from gputopo.control.dra import GpuAllocation
-from gputopo.placement.cluster_file import ClusterFileError, snapshot_to_data, trace_from_data, trace_to_data
-from gputopo.placement.generate import TraceJob, generate_cluster, generate_nvl72_cluster, generate_trace
-from gputopo.placement.policies import POLICIES
-from gputopo.placement.simulation import simulate
+from gputopo.sim.cluster_file import ClusterFileError, snapshot_to_data, trace_from_data, trace_to_data
+from gputopo.sim.generate import TraceJob, generate_cluster, generate_nvl72_cluster, generate_trace
+from gputopo.sim.policies import POLICIES
+from gputopo.sim.simulation import simulate
 
 __all__ = ["load_trace", "plot_quality", "register"]
 

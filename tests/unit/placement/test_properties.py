@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from gputopo.api.trainingjob import IntraNode
 from gputopo.placement import NodeInfo, Placement, Request, Snapshot, place
-from gputopo.placement.exact import optimum
 from gputopo.placement.gang import NodeShare, score_gang, spanning_tier
-from gputopo.placement.policies import POLICIES
+from gputopo.sim.exact import optimum
+from gputopo.sim.policies import POLICIES
 from gputopo.topology.catalog import NODE_TYPES, load_node_type
 from gputopo.topology.gang import estimate_gang
 

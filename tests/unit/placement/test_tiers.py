@@ -14,10 +14,10 @@ from gputopo.cli.main import app
 from gputopo.control.facts import job_facts
 from gputopo.control.validation import problems
 from gputopo.placement import Placement, Request, Unplaceable, place
-from gputopo.placement.exact import optimum
 from gputopo.placement.network import tier_summary
-from gputopo.placement.peers import place_tier_binpack
 from gputopo.placement.types import plural
+from gputopo.sim.exact import optimum
+from gputopo.sim.peers import place_tier_binpack
 
 
 def racked(name: str, rack: str | None, block: str | None) -> NodeBuilder:

@@ -9,8 +9,8 @@ with the NVLink clique as the lowest level.
 
 from __future__ import annotations
 
-from gputopo.placement.peers.hierarchy import GroupKey, hierarchical_best_fit
 from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable
+from gputopo.sim.peers.hierarchy import GroupKey, hierarchical_best_fit
 
 __all__ = ["place_tier_binpack", "tier_keys"]
 

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 
 from gputopo.placement.filters import filter_nodes
 from gputopo.placement.gang import NodeShare, assemble
-from gputopo.placement.peers.topology_blind import lowest_free
 from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable
+from gputopo.sim.peers.topology_blind import lowest_free
 
 __all__ = ["GroupKey", "hierarchical_best_fit"]
 

@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 
 from gputopo.cli.main import app
 from gputopo.placement import Placement, Request, Unplaceable
-from gputopo.placement.cluster_file import snapshot_from_data, snapshot_to_data, trace_from_data, trace_to_data
-from gputopo.placement.generate import generate_nvl72_cluster, generate_trace, job_shape
-from gputopo.placement.peers import place_kueue_tas, place_slurm_block, place_topology_blind
-from gputopo.placement.policies import POLICIES
-from gputopo.placement.simulation import simulate
+from gputopo.sim.cluster_file import snapshot_from_data, snapshot_to_data, trace_from_data, trace_to_data
+from gputopo.sim.generate import generate_nvl72_cluster, generate_trace, job_shape
+from gputopo.sim.peers import place_kueue_tas, place_slurm_block, place_topology_blind
+from gputopo.sim.policies import POLICIES
+from gputopo.sim.simulation import simulate
 
 
 def per_rack(result: Placement | Unplaceable) -> list[int]:

@@ -15,10 +15,11 @@ from typer.testing import CliRunner
 
 from gputopo.api.trainingjob import IntraNode
 from gputopo.cli.main import app
-from gputopo.placement import NodeInfo, Placement, Request, Snapshot, exact, place
-from gputopo.placement.exact import exhaustive_optimum, exhaustive_size, optimum
-from gputopo.placement.exact_ilp import ilp_optimum
-from gputopo.placement.generate import generate_cluster
+from gputopo.placement import NodeInfo, Placement, Request, Snapshot, place
+from gputopo.sim import exact
+from gputopo.sim.exact import exhaustive_optimum, exhaustive_size, optimum
+from gputopo.sim.exact_ilp import ilp_optimum
+from gputopo.sim.generate import generate_cluster
 from gputopo.topology.catalog import NODE_TYPES, load_node_type
 
 TIER0, TIER1 = "fabric.topograph.run/tier-0", "fabric.topograph.run/tier-1"

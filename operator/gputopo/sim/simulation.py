@@ -13,9 +13,9 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from gputopo.placement.exact import optimum
-from gputopo.placement.generate import TraceJob
 from gputopo.placement.types import GpuChoice, Placement, Policy, Request, Snapshot
+from gputopo.sim.exact import optimum
+from gputopo.sim.generate import TraceJob
 
 __all__ = ["JobOutcome", "PolicyReport", "fragmentation", "simulate"]
 

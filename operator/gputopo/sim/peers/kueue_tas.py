@@ -9,9 +9,9 @@ puts it.
 
 from __future__ import annotations
 
-from gputopo.placement.peers.hierarchy import hierarchical_best_fit
-from gputopo.placement.peers.tier_binpack import tier_keys
 from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable
+from gputopo.sim.peers.hierarchy import hierarchical_best_fit
+from gputopo.sim.peers.tier_binpack import tier_keys
 
 __all__ = ["place_kueue_tas"]
 

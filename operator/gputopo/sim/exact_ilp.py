@@ -23,8 +23,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from gputopo.placement.exact import eligible_sets, subset_choices
 from gputopo.placement.types import Request, Snapshot
+from gputopo.sim.choices import eligible_sets, subset_choices
 
 __all__ = ["ilp_optimum"]
 

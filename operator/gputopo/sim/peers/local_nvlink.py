@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from itertools import combinations
 
 from gputopo.api.nodetopology import LinkKind
-from gputopo.placement.peers.topology_blind import spread_workers
 from gputopo.placement.types import NodeInfo, Placement, Request, Snapshot, Unplaceable
+from gputopo.sim.peers.topology_blind import spread_workers
 from gputopo.topology.memo import Table
 from gputopo.topology.model import Topology
 

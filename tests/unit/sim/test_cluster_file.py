@@ -11,7 +11,7 @@ import yaml
 
 from gputopo.api.clusterfile import file_schemas
 from gputopo.placement import Placement, Request, place
-from gputopo.placement.cluster_file import ClusterFileError, snapshot_from_data, trace_from_data
+from gputopo.sim.cluster_file import ClusterFileError, snapshot_from_data, trace_from_data
 from gputopo.topology import load_node_type, to_status
 from gputopo.topology.catalog import NODE_TYPES, fixture_text
 

@@ -21,8 +21,8 @@ from gputopo.api.nodetopology import GpuHealthState, LinkState
 from gputopo.api.problems import one_line
 from gputopo.errors import GputopoError
 from gputopo.placement.constraints import Taint
-from gputopo.placement.generate import TraceJob
 from gputopo.placement.types import DEFAULT_TIERS, NodeInfo, Snapshot, TierConfig, TierLevel
+from gputopo.sim.generate import TraceJob
 from gputopo.topology.catalog import NODE_TYPES, load_node_type
 from gputopo.topology.loader import load_topology
 from gputopo.topology.model import Topology, TopologyError

@@ -8,8 +8,8 @@ cap and no balancing of segments.
 
 from __future__ import annotations
 
-from gputopo.placement.peers.hierarchy import GroupKey, hierarchical_best_fit
 from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable
+from gputopo.sim.peers.hierarchy import GroupKey, hierarchical_best_fit
 
 __all__ = ["place_slurm_block"]
 

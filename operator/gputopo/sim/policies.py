@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from gputopo.placement.engine import place
-from gputopo.placement.peers import (
+from gputopo.placement.types import Policy
+from gputopo.sim.peers import (
     place_kueue_tas,
     place_local_nvlink,
     place_slurm_block,
     place_tier_binpack,
     place_topology_blind,
 )
-from gputopo.placement.types import Policy
 
 __all__ = ["POLICIES"]
 
