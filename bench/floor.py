@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from gputopo.api.group import GROUP, LABEL_JOB, VERSION
-from gputopo.api.trainingjob import JobPhase, Placement, TrainingJobSpec, TrainingJobStatus
+from gputopo.api.trainingjob import JobPhase, PlacementStatus, TrainingJobSpec, TrainingJobStatus
 from gputopo.control.pods import is_gang, pod_manifest, service_manifest
 from gputopo.kube.client import KubeClient, load_configuration
 
@@ -86,7 +86,7 @@ def gang_writes(
     if not placement_body:
         return None
     parsed = TrainingJobSpec.model_validate(spec)
-    placement = Placement.model_validate(placement_body)
+    placement = PlacementStatus.model_validate(placement_body)
     pods = [pod_manifest(job, namespace, _UID, parsed, placement, worker) for worker in placement.workers]
     return GangWrites(
         placing=TrainingJobStatus(phase=JobPhase.PLACING, placement=placement) if side == "replay" else None,

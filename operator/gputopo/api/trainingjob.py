@@ -19,7 +19,7 @@ __all__ = [
     "IntraNode",
     "JobPhase",
     "LinkFailureAction",
-    "Placement",
+    "PlacementStatus",
     "RunPolicy",
     "TopologyRequirements",
     "TrainingJob",
@@ -213,7 +213,7 @@ class WorkerPlacement(StatusModel):
     nics: list[str] = Field(default_factory=list)
 
 
-class Placement(StatusModel):
+class PlacementStatus(StatusModel):
     generation: int = Field(default=0, ge=0, description="Counts placements of this job.")
     estimated_bus_bandwidth_g_bps: float = Field(default=0.0, alias="estimatedBusBandwidthGBps")
     bottleneck: str = ""
@@ -223,7 +223,7 @@ class Placement(StatusModel):
 class TrainingJobStatus(StatusModel):
     phase: JobPhase = JobPhase.PENDING
     observed_generation: int | None = None
-    placement: Placement | None = None
+    placement: PlacementStatus | None = None
     restarts: int = 0
     conditions: list[Condition] = Field(default_factory=list)
     start_time: datetime | None = None

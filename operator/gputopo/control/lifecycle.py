@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from gputopo.api.conditions import Condition, set_condition
-from gputopo.api.trainingjob import JobPhase, Placement, TrainingJobSpec, TrainingJobStatus, WorkerPlacement
+from gputopo.api.trainingjob import JobPhase, PlacementStatus, TrainingJobSpec, TrainingJobStatus, WorkerPlacement
 from gputopo.control.actions import JobActions, PodDeletion
 from gputopo.control.bandwidth import estimate_workers
 from gputopo.control.dra import ClaimFacts, GpuAllocation, claim_manifest, claim_name
@@ -26,8 +26,7 @@ from gputopo.control.ledger import PlannedGang
 from gputopo.control.pods import is_gang, owner_reference, pod_manifest, pod_name, service_manifest
 from gputopo.control.validation import problems
 from gputopo.control.view import ClusterView
-from gputopo.placement import types as engine
-from gputopo.placement.types import TierConfig
+from gputopo.placement.types import GpuChoice, Placement, TierConfig, Unplaceable
 from gputopo.topology.views import nearest_nics
 
 __all__ = ["GPUS_AS_PLANNED", "POD_REFUSED", "Config", "JobStep", "Restart", "settle", "step", "unreadable"]
@@ -51,7 +50,7 @@ class Config:
     gpu_allocation: GpuAllocation = GpuAllocation.DEVICE_PLUGIN
 
     @property
-    def gpu_choice(self) -> engine.GpuChoice:
+    def gpu_choice(self) -> GpuChoice:
         return self.gpu_allocation.gpu_choice
 
 
@@ -131,7 +130,7 @@ class _Step:
 
     def clear_placement(self) -> None:
         generation = self.status.placement.generation if self.status.placement else 0
-        self.status.placement = Placement(generation=generation)
+        self.status.placement = PlacementStatus(generation=generation)
 
 
 def _working_copy(status: TrainingJobStatus) -> TrainingJobStatus:
@@ -148,7 +147,7 @@ def _working_copy(status: TrainingJobStatus) -> TrainingJobStatus:
     return working
 
 
-def _placed(status: TrainingJobStatus) -> Placement | None:
+def _placed(status: TrainingJobStatus) -> PlacementStatus | None:
     placement = status.placement
     return placement if placement is not None and placement.workers else None
 
@@ -279,7 +278,7 @@ def _unplaced(s: _Step, spec: TrainingJobSpec) -> JobStep:
 def _placed_step(
     s: _Step,
     spec: TrainingJobSpec,
-    placement: Placement,
+    placement: PlacementStatus,
     current: dict[int, PodFacts],
     old_left: bool,
     view: ClusterView,
@@ -357,7 +356,7 @@ def _replan(
     return _done(s)
 
 
-def _blocked_claims(s: _Step, placement: Placement, current: dict[int, PodFacts]) -> list[str]:
+def _blocked_claims(s: _Step, placement: PlacementStatus, current: dict[int, PodFacts]) -> list[str]:
     """Why planned devices of ranks not yet bound can never be allocated: taken by a claim that is not the
     job's own, withdrawn from the driver's ResourceSlice, or tainted. Empty when every rank can still go."""
     dra = s.view.dra
@@ -391,7 +390,7 @@ def _blocked_claims(s: _Step, placement: Placement, current: dict[int, PodFacts]
 
 
 def _follow_reality(
-    s: _Step, placement: Placement, current: dict[int, PodFacts], view: ClusterView, config: Config
+    s: _Step, placement: PlacementStatus, current: dict[int, PodFacts], view: ClusterView, config: Config
 ) -> None:
     """When the probe says a pod holds other GPUs than planned, the status follows the pod, and the
     ``GpusAsPlanned`` condition says so until the next placement; True once every rank is reported on its
@@ -458,7 +457,9 @@ def _gpus_differed(s: _Step) -> bool:
     return any(c.type == GPUS_AS_PLANNED and c.status == "False" for c in s.status.conditions)
 
 
-def _with_faults(s: _Step, spec: TrainingJobSpec, placement: Placement, view: ClusterView, config: Config) -> JobStep:
+def _with_faults(
+    s: _Step, spec: TrainingJobSpec, placement: PlacementStatus, view: ClusterView, config: Config
+) -> JobStep:
     status, out, now = s.status, s.out, s.now
     workers = (status.placement or placement).workers
     faults, recheck = faults_under(workers, view.topologies, view.nodes, now, config.not_ready_grace)
@@ -551,7 +552,9 @@ def _reschedule(
     return _unplaced(s, spec)
 
 
-def _create_gang(s: _Step, spec: TrainingJobSpec, placement: Placement, workers: Sequence[WorkerPlacement]) -> None:
+def _create_gang(
+    s: _Step, spec: TrainingJobSpec, placement: PlacementStatus, workers: Sequence[WorkerPlacement]
+) -> None:
     """The gang's headless Service and the pods of these workers (pinned to their nodes; a one-worker job has no
     Service); in DRA mode each pod's ResourceClaim too, naming the planned GPUs by UUID."""
     job = s.job
@@ -587,7 +590,7 @@ def _uuids(s: _Step, worker: WorkerPlacement) -> list[str]:
 def settle(
     job: JobFacts,
     out: JobStep,
-    result: engine.Placement | engine.Unplaceable,
+    result: Placement | Unplaceable,
     now: datetime,
     view: ClusterView,
     config: Config,
@@ -600,7 +603,7 @@ def settle(
     """
     s = _Step(job, now, view, config, out)
     status = s.status
-    if not isinstance(result, engine.Placement):
+    if not isinstance(result, Placement):
         message = str(result)
         reason = "Unplaceable" if not status.restarts else "WaitingForCapacity"
         before = next((c.message for c in status.conditions if c.type == "Placed"), None)

@@ -18,7 +18,7 @@ from gputopo.api.group import (
     LABEL_JOB,
     LABEL_RANK,
 )
-from gputopo.api.trainingjob import Placement, TrainingJobSpec, WorkerPlacement
+from gputopo.api.trainingjob import PlacementStatus, TrainingJobSpec, WorkerPlacement
 from gputopo.control.dra import use_claim
 from gputopo.control.facts import format_gpus
 
@@ -114,7 +114,7 @@ def pod_manifest(
     namespace: str,
     uid: str,
     spec: TrainingJobSpec,
-    placement: Placement,
+    placement: PlacementStatus,
     worker: WorkerPlacement,
     claim: str | None = None,
 ) -> dict[str, Any]:

@@ -13,8 +13,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from gputopo.api.labels import LABEL_GFD_CLIQUE, LABEL_NVLINK_CLIQUE
-from gputopo.api.trainingjob import IntraNode, TrainingJobSpec
-from gputopo.api.trainingjob import Placement as ApiPlacement
+from gputopo.api.trainingjob import IntraNode, PlacementStatus, TrainingJobSpec
 from gputopo.api.trainingjob import WorkerPlacement as ApiWorkerPlacement
 from gputopo.placement.cache import PlacementCache
 from gputopo.placement.constraints import (
@@ -358,8 +357,8 @@ class Placement:
     def gpu_count(self) -> int:
         return sum(len(w.gpus) for w in self.workers)
 
-    def to_api(self, generation: int = 0) -> ApiPlacement:
-        return ApiPlacement(
+    def to_api(self, generation: int = 0) -> PlacementStatus:
+        return PlacementStatus(
             generation=generation,
             estimatedBusBandwidthGBps=round(self.busbw_gbps, 3),
             bottleneck=self.bottleneck,

@@ -11,7 +11,7 @@ import pytest
 from control_builders import at, cluster, job, pod
 
 from gputopo.api.group import GPU_RESOURCE
-from gputopo.api.trainingjob import JobPhase, Placement, TrainingJobStatus, WorkerPlacement
+from gputopo.api.trainingjob import JobPhase, PlacementStatus, TrainingJobStatus, WorkerPlacement
 from gputopo.control.dra import (
     ClaimFacts,
     DeviceRef,
@@ -120,8 +120,8 @@ def run(
     return run_pass({j.key: j for j in jobs}, by_job, view, [], {}, config, at(now), place)
 
 
-def placed(node: str, gpus: list[int], generation: int = 1) -> Placement:
-    return Placement(
+def placed(node: str, gpus: list[int], generation: int = 1) -> PlacementStatus:
+    return PlacementStatus(
         generation=generation,
         estimatedBusBandwidthGBps=400.0,
         bottleneck="test",
@@ -356,7 +356,7 @@ def replace_deleting(body: dict[str, Any]) -> dict[str, Any]:
 
 def test_a_plan_sent_back_leaves_the_ledger_even_when_its_gang_never_appeared_whole() -> None:
     workers = [WorkerPlacement(rank=r, node=n, gpus=list(range(8))) for r, n in enumerate(("n1", "n2"))]
-    placement = Placement(generation=1, estimatedBusBandwidthGBps=1.0, bottleneck="test", workers=workers)
+    placement = PlacementStatus(generation=1, estimatedBusBandwidthGBps=1.0, bottleneck="test", workers=workers)
     j = job("llm", workers=2, gpus=8, status=TrainingJobStatus(phase=JobPhase.PLACING, placement=placement))
     ledger = Ledger()
     ledger.reserve(PlannedGang(j.key, 1, tuple((w.node, tuple(w.gpus)) for w in workers)))

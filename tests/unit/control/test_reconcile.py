@@ -13,7 +13,7 @@ from control_builders import T0, at, cluster, foreign_pod, job, pod
 from gputopo.api.conditions import Condition
 from gputopo.api.group import ANNOTATION_GPUS
 from gputopo.api.nodetopology import LinkState, NicState
-from gputopo.api.trainingjob import JobPhase, Placement, TrainingJobStatus, WorkerPlacement
+from gputopo.api.trainingjob import JobPhase, PlacementStatus, TrainingJobStatus, WorkerPlacement
 from gputopo.control.actions import JobActions
 from gputopo.control.dra import GpuAllocation
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
@@ -45,8 +45,8 @@ def actions_of(result: Pass, name: str) -> JobActions:
     return next(a for a in result.actions if a.job[1] == name)
 
 
-def placed(workers: list[tuple[str, list[int]]], generation: int = 1, nics: list[str] | None = None) -> Placement:
-    return Placement(
+def placed(workers: list[tuple[str, list[int]]], generation: int = 1, nics: list[str] | None = None) -> PlacementStatus:
+    return PlacementStatus(
         generation=generation,
         estimatedBusBandwidthGBps=400.0,
         bottleneck="test",
@@ -54,11 +54,11 @@ def placed(workers: list[tuple[str, list[int]]], generation: int = 1, nics: list
     )
 
 
-def running(placement: Placement, **extra: object) -> TrainingJobStatus:
+def running(placement: PlacementStatus, **extra: object) -> TrainingJobStatus:
     return TrainingJobStatus(phase=JobPhase.RUNNING, placement=placement, start_time=T0, observed_generation=1, **extra)
 
 
-def gang(j: JobFacts, placement: Placement, phase: str = "Running") -> list[PodFacts]:
+def gang(j: JobFacts, placement: PlacementStatus, phase: str = "Running") -> list[PodFacts]:
     return [
         pod(j, w.rank, node=w.node, gpus=tuple(w.gpus), generation=placement.generation, phase=phase)
         for w in placement.workers
@@ -109,7 +109,7 @@ def test_a_new_gang_waiting_for_its_old_pods_is_not_ungated() -> None:
     placement = placed([("n1", [0, 1])])
     status = TrainingJobStatus(phase=JobPhase.RESCHEDULING, restarts=1, last_restart_time=at(0), placement=placement)
     j = job("llm", gpus=2, status=status)
-    status.placement = Placement(generation=1)  # cleared by the restart; the old pod terminates
+    status.placement = PlacementStatus(generation=1)  # cleared by the restart; the old pod terminates
     old = pod(j, 0, node="n1", gpus=(0, 1), generation=1, phase="Running", deleting=True)
     actions = actions_of(run([j], cluster().node("n1").node("n2").view(), [old], now=100), "llm")
     assert actions.status is not None and actions.status.placement is not None
@@ -266,7 +266,7 @@ def test_link_down_in_gpus_the_job_does_not_use_changes_nothing() -> None:
     assert result.actions == []
 
 
-def _rail_job(min_busbw: float) -> tuple[JobFacts, Placement]:
+def _rail_job(min_busbw: float) -> tuple[JobFacts, PlacementStatus]:
     nics = [f"mlx5_{i}" for i in range(8)]
     placement = placed([("n1", list(range(8))), ("n2", list(range(8)))], nics=nics)
     j = job(
@@ -418,7 +418,7 @@ def test_gpus_as_planned_turns_true_once_every_rank_is_reported_on_its_plan() ->
 def test_a_new_placement_awaits_the_report_of_its_gpus() -> None:
     status = running(placed([("n1", [4, 5])]))
     status.conditions = [Condition(type="GpusAsPlanned", status="False", reason="DevicePluginChoseOtherGpus")]
-    status.placement = Placement(generation=1)
+    status.placement = PlacementStatus(generation=1)
     status.phase = JobPhase.PENDING
     j = job("llm", gpus=2, status=status)
     actions = actions_of(run([j], cluster().node("n1").view()), "llm")
