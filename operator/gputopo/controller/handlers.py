@@ -29,7 +29,9 @@ from gputopo.control.facts import (
 from gputopo.control.view import ClusterView
 from gputopo.controller.runtime import Runtime, World
 from gputopo.controller.settings import OperatorSettings
+from gputopo.controller.startup import STARTUP_RETRIES, STARTUP_RETRY_SECONDS, StartupError
 from gputopo.controller.watches import ClusterWatches
+from gputopo.kube.errors import ApiError, KubeError
 
 __all__ = ["RUNTIME", "NoDiffBase", "register", "runtime_of"]
 
@@ -83,10 +85,18 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
         info: kopf.ConnectionInfo | None = kopf.login_via_client(**kwargs)
         return info
 
-    @kopf.on.startup(registry=registry, id="startup")
+    # Every failure ends the startup (and the operator, with one line saying why) but an API server not
+    # reached yet, which is tried again for a minute.
+    @kopf.on.startup(registry=registry, id="startup", errors=kopf.ErrorsMode.PERMANENT, retries=STARTUP_RETRIES)
     async def startup(memo: kopf.Memo, settings: kopf.OperatorSettings, **_: Any) -> None:
-        runtime = make_runtime()
-        memo[RUNTIME] = runtime
+        runtime = _runtime(memo)
+        if runtime is None:
+            try:
+                runtime = make_runtime()
+            except KubeError as error:
+                failure = StartupError(f"cannot load the API server's credentials: {error}")
+                raise kopf.PermanentError(str(failure)) from failure
+            memo[RUNTIME] = runtime
         ops = runtime.settings
         settings.persistence.finalizer = FINALIZER
         settings.persistence.diffbase_storage = NoDiffBase()
@@ -103,8 +113,13 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
             settings.peering.lifetime = ops.peering_lifetime_seconds
             if ops.priority is not None:
                 settings.peering.priority = ops.priority
-        await runtime.client.ensure_config_map(ops.operator_namespace, ops.config_map)
-        runtime.metrics.serve(ops.metrics_port)
+        try:
+            await runtime.client.ensure_config_map(ops.operator_namespace, ops.config_map)
+        except ApiError as error:
+            failure = StartupError(f"cannot start: {error}")
+            if error.retryable:
+                raise kopf.TemporaryError(str(failure), delay=STARTUP_RETRY_SECONDS) from failure
+            raise kopf.PermanentError(str(failure)) from failure
 
     @kopf.on.cleanup(registry=registry, id="cleanup")
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:

@@ -1,4 +1,7 @@
-"""``gputopo-operator``: runs the kopf operator with peering, a liveness endpoint and Prometheus metrics."""
+"""``gputopo-operator``: runs the kopf operator with peering, a liveness endpoint and Prometheus metrics.
+
+A port it cannot have, or a startup it cannot finish, ends it with one line on stderr and exit code 1.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import argparse
 import asyncio
 import logging
 import random
+import sys
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -13,10 +17,12 @@ import kopf
 
 from gputopo.control.quarantine import Quarantine
 from gputopo.controller.handlers import register
+from gputopo.controller.metrics import Metrics
 from gputopo.controller.runtime import Runtime
 from gputopo.controller.settings import OperatorSettings
+from gputopo.controller.startup import claim_ports, startup_failure
 from gputopo.kube.client import KubeClient, load_configuration
-from gputopo.kube.errors import ApiError
+from gputopo.kube.errors import ApiError, KubeconfigError
 from gputopo.placement import place
 
 __all__ = ["main", "settings_from_args"]
@@ -60,6 +66,20 @@ async def _ensure_peering(settings: OperatorSettings) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     settings = settings_from_args(argv)
+    metrics = Metrics()
+    try:
+        claim_ports(settings, metrics)
+        _run(settings, metrics)
+    except KubeconfigError as error:
+        sys.exit(f"gputopo-operator: cannot load the API server's credentials: {error}")
+    except Exception as error:
+        failure = startup_failure(error)
+        if failure is None:
+            raise
+        sys.exit(f"gputopo-operator: {failure}")
+
+
+def _run(settings: OperatorSettings, metrics: Metrics) -> None:
     kopf.configure(log_format=_kopf_log_format(settings.log_format), verbose=False)
     logging.getLogger("gputopo").setLevel(logging.INFO)
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # per-handler chatter; decisions are Events
@@ -73,6 +93,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             client=KubeClient(load_configuration(), settings.api_concurrency),
             place=place,
             quarantine=Quarantine(settings.quarantine_seconds),
+            metrics=metrics,
         )
 
     registry = kopf.OperatorRegistry()

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,6 +194,7 @@ class Sandbox:
             self.wait_for_topologies([p.name for p in plans], timeout=wait)
         if operator:
             self.start_operator()
+            self.wait_for_operator(timeout=wait)
         _log(f"ready: export KUBECONFIG={self.kubeconfig}")
         return self.status()
 
@@ -334,13 +336,38 @@ class Sandbox:
         _log(f"fake node probes started (log: {self.log_dir / 'probe-farm.log'})")
 
     def start_operator(self, extra_env: dict[str, str] | None = None) -> None:
+        """Start the operator with metrics and liveness ports of its own (another sandbox's operator, the
+        demo's say, may hold the defaults); ``extra_env`` overrides its settings, those ports included."""
         pid_file = self._pid_file("operator")
         if processes.alive(pid_file):
             return
         argv = [sys.executable, "-m", "gputopo.controller.main"]
-        env = {"KUBECONFIG": str(self.kubeconfig), "GPUTOPO_GPU_ALLOCATION": self.gpu_allocation, **(extra_env or {})}
-        processes.start(argv, pid_file=pid_file, log_file=self.log_dir / "operator.log", env=env)
-        _log(f"operator started (log: {self.log_dir / 'operator.log'})")
+        metrics, liveness = processes.free_ports(2)
+        env = {
+            "KUBECONFIG": str(self.kubeconfig),
+            "GPUTOPO_GPU_ALLOCATION": self.gpu_allocation,
+            "GPUTOPO_METRICS_PORT": str(metrics),
+            "GPUTOPO_LIVENESS_PORT": str(liveness),
+            **(extra_env or {}),
+        }
+        ports = {"metrics": int(env["GPUTOPO_METRICS_PORT"]), "liveness": int(env["GPUTOPO_LIVENESS_PORT"])}
+        self._save_state(operator_ports=ports)
+        log_file = self.log_dir / "operator.log"
+        processes.start(argv, pid_file=pid_file, log_file=log_file, env=env)
+        _log(f"operator started (metrics on :{ports['metrics']}, liveness on :{ports['liveness']}; log: {log_file})")
+
+    def wait_for_operator(self, *, timeout: float) -> None:
+        """Until the operator's liveness endpoint answers; a SandboxError with its last words if it exits first."""
+        port = int(self._state().get("operator_ports", {}).get("liveness", 0))
+        log_file = self.log_dir / "operator.log"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not processes.alive(self._pid_file("operator")):
+                raise SandboxError(f"the operator exited: {_last_line(log_file)} (see {log_file})")
+            if not port or _answers(f"http://127.0.0.1:{port}/healthz"):
+                return
+            time.sleep(0.25)
+        raise SandboxError(f"the operator did not answer on :{port}/healthz within {timeout:.0f} s; see {log_file}")
 
     def stop_operator(self) -> bool:
         return processes.stop(self._pid_file("operator"))
@@ -403,3 +430,19 @@ class Sandbox:
         self.kubeconfig.unlink(missing_ok=True)
         # A new sandbox starts with healthy hardware.
         shutil.rmtree(self.fault_dir, ignore_errors=True)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1.0) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "no log"
+    return lines[-1] if lines else "no output"

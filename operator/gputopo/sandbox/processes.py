@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["alive", "rss_mib", "start", "stop"]
+__all__ = ["alive", "free_ports", "rss_mib", "start", "stop"]
 
 
 def _pid(pid_file: Path) -> int | None:
@@ -36,6 +37,17 @@ def alive(pid_file: Path) -> bool:
         if stat.rsplit(")", 1)[-1].split()[0] == "Z":
             return False
     return True
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` different TCP ports no one listens on now, for a process to start with."""
+    with contextlib.ExitStack() as held:
+        ports = []
+        for _ in range(count):
+            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind(("", 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
 
 
 def start(
