@@ -1,4 +1,8 @@
-"""API types of gputopo.io/v1alpha1: the source of truth for the CRDs in crds/."""
+"""gputopo.api: the types of gputopo.io/v1alpha1 (the source of truth for crds/); it imports no other room.
+
+Pydantic models of the CRDs, labels, annotations and the cluster and trace files' schema; below every other
+package, so it may import nothing of gputopo but the error root (``gputopo.errors``).
+"""
 
 from gputopo.api.conditions import Condition, set_condition
 from gputopo.api.group import API_VERSION, GROUP, VERSION

@@ -1,5 +1,6 @@
-"""gputopo.control: the operator's decisions, as pure functions of parsed facts and a clock.
+"""gputopo.control: the operator's decisions and per-job memory, pure functions of facts and a clock; no I/O.
 
-Nothing here talks to the API server, kopf or an event loop (an import-linter contract holds it so); the
-I/O around it, the client, watches, handlers and the runtime loop, is ``gputopo.controller``.
+Nothing here talks to the API server, kopf or an event loop (import-linter contracts hold it so, and keep it
+independent of ``gputopo.kube``); the I/O around it, the watches, handlers, runtime loop and writes, is
+``gputopo.controller``.
 """

@@ -1,4 +1,5 @@
-"""gputopo.controller: the operator's I/O, its API client, watches, kopf handlers and runtime loop.
+"""gputopo.controller: the operator's I/O (kopf handlers, watches, runtime loop, writes, metrics); no decisions.
 
-The decisions it carries out are ``gputopo.control``'s pure functions.
+The decisions it carries out are ``gputopo.control``'s pure functions; it talks to the API server through
+``gputopo.kube``. Nothing imports it but its own entry point (``gputopo-operator``).
 """

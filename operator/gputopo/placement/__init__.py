@@ -1,4 +1,8 @@
-"""gputopo.placement: the pure gang placement engine and its contract."""
+"""gputopo.placement: the pure gang placement engine the operator runs; no I/O, and no simulator or reference.
+
+Snapshot, request, candidate groups, gang placement, scores and explanations. What only the CLI, the
+benchmarks and the tests use (simulator, trace generators, peer policies, exact reference) is ``gputopo.sim``.
+"""
 
 from gputopo.placement.constraints import (
     NodeSelectorOperator,

@@ -1,5 +1,5 @@
-"""gputopo.sim: what the operator never runs (the trace simulator, trace generators, peer policies, exact
-reference solvers and the cluster-file loader), for the CLI, the benchmarks and the tests.
+"""gputopo.sim: what the operator never runs (simulator, trace generators, peer policies, exact reference); pure.
 
-It stands on ``gputopo.placement``; the operator (``gputopo.control``, ``gputopo.controller``) never imports it.
+For the CLI, the benchmarks and the tests, with the cluster and trace file loader. It stands on
+``gputopo.placement``; the operator (``gputopo.control``, ``gputopo.controller``) never imports it.
 """

@@ -1,4 +1,4 @@
-"""gputopo.topology: the pure model of one GPU node and what is derived from it.
+"""gputopo.topology: the pure model of one GPU node and what is derived from it; no I/O, nothing above api.
 
 GPUs, the link between every GPU pair, NICs and system facts (``model``); NVLink/PCIe bandwidth facts
 (``bandwidth``); the ``nvidia-smi topo -m`` importer (``nvidia_smi``); conversion to and from the
