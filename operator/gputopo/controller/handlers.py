@@ -31,7 +31,7 @@ from gputopo.controller.runtime import Runtime, World
 from gputopo.controller.settings import OperatorSettings
 from gputopo.controller.startup import STARTUP_RETRIES, STARTUP_RETRY_SECONDS, StartupError
 from gputopo.controller.watches import ClusterWatches
-from gputopo.kube.errors import ApiError, KubeError
+from gputopo.kube.errors import ApiError, KubeconfigError
 
 __all__ = ["RUNTIME", "NoDiffBase", "register", "runtime_of"]
 
@@ -93,7 +93,7 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
         if runtime is None:
             try:
                 runtime = make_runtime()
-            except KubeError as error:
+            except KubeconfigError as error:
                 failure = StartupError(f"cannot load the API server's credentials: {error}")
                 raise kopf.PermanentError(str(failure)) from failure
             memo[RUNTIME] = runtime
