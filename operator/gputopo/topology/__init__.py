@@ -19,6 +19,7 @@ from gputopo.topology.catalog import NODE_TYPES, NodeType, load_node_type
 from gputopo.topology.convert import from_status, to_status
 from gputopo.topology.estimate import (
     BusBandwidth,
+    clear_shared_tables,
     estimate_node,
     hop_gbps,
     inter_node_bandwidth,
@@ -28,6 +29,7 @@ from gputopo.topology.gang import estimate_gang
 from gputopo.topology.groups import Group, pair_allowed, well_connected_groups
 from gputopo.topology.loader import load_topology, read_topology_text, with_gpu_model
 from gputopo.topology.model import PCIE_LEVELS, Gpu, Link, Nic, SystemFacts, Topology, TopologyError, pair
+from gputopo.topology.nccl import DEFAULT_NCCL, NcclSettings, NcclVersion
 from gputopo.topology.nvidia_smi import (
     NvidiaSmiParseError,
     parse_nvidia_smi,
@@ -43,6 +45,7 @@ from gputopo.topology.views import (
 )
 
 __all__ = [
+    "DEFAULT_NCCL",
     "NODE_TYPES",
     "PCIE_LEVELS",
     "BusBandwidth",
@@ -50,6 +53,8 @@ __all__ = [
     "GpuSpec",
     "Group",
     "Link",
+    "NcclSettings",
+    "NcclVersion",
     "Nic",
     "NodeType",
     "NvidiaSmiParseError",

@@ -159,10 +159,14 @@ class Nic:
 
 @dataclass(frozen=True, slots=True)
 class SystemFacts:
+    """Node-wide facts; ``assumptions`` says what a reading had to assume where its source is silent (a Grace
+    matrix says neither which NICs are compute rails nor, when every cell is SYS, which Grace a NIC is on)."""
+
     driver_version: str = ""
     cuda_driver_version: str = ""
     nvswitch: bool = False
     gpudirect_rdma: bool = False
+    assumptions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
