@@ -30,19 +30,31 @@ One node (``estimate_node``), GPU set S of size k:
 
 Several nodes (``estimate_gang``, in ``gputopo.topology.gang``): the minimum of each node's intra-node figure
 and the inter-node part.
-Each node's inter-node bandwidth is what its chosen GPUs can push through their nearest Up NICs: a
-maximum-weight matching of GPUs to NICs at each GPU's nearest distance (a NIC shared by two GPUs counts
-once), each pair worth ``rate * NET_EFFICIENCY * NIC_DISTANCE_SHARE[distance]``, capped by the GPU's PCIe
-link. That is the ring figure (each NIC carries one ring channel); the gang's inter-node part is the
-weakest node's, divided by the network tier's oversubscription. A node with no Up NIC falls back to host
-networking at its slowest NIC's rate (or ``UNKNOWN_NIC_RATE_GBPS``) through host memory. The
-``gpudirect_rdma`` system fact is not read: nvidia-smi text cannot tell it, and an imported topology would
-otherwise be penalised for a fact it does not carry; NCCL's own rule (GDR up to PXB) is used instead.
+Each node's inter-node bandwidth is what its chosen GPUs can push through their rails, as NCCL picks them
+(``gputopo.topology.nccl`` for the paths and GPUDirect RDMA per NCCL version):
+
+* A GPU's rails are the Up compute NICs at its nearest NCCL path type (``ncclTopoGetLocal``), all of them:
+  NCCL spreads its channels over every NIC at the same distance. Storage and front-end NICs are never rails;
+  a NIC whose role nobody stated counts as one. On a Grace GPU (NVLink-C2C) the NICs of its own Grace are
+  P2C, nearer than any other.
+* A rail carries ``rate/8 * NET_EFFICIENCY`` with GPUDirect RDMA; without (beyond NCCL's GDR level, or
+  through C2C before NCCL 2.27.3) the bytes bounce through host memory at ``NIC_DISTANCE_SHARE`` of it. A GPU
+  with no GDR rail may use an NVLink peer's (PXN; over C2C from NCCL 2.28).
+* A path carries no more than its slowest link: each GPU pushes at most its PCIe x16 link (or its C2C to
+  Grace: ``Gpu.c2c_gbps`` from NVML, else the model's figure), each NIC at most its rate once however many
+  GPUs share it. The node's figure is the maximum flow through that network, which is the ring figure (each
+  NIC carries ring channels); the gang's inter-node part is the weakest node's, divided by the network tier's
+  oversubscription.
+
+A node with no Up rail falls back to host networking at its slowest NIC's rate (or ``UNKNOWN_NIC_RATE_GBPS``)
+through host memory. The ``gpudirect_rdma`` system fact is not read: nvidia-smi text cannot tell it, and an
+imported topology would otherwise be penalised for a fact it does not carry; NCCL's own rule is used instead.
 
 Calibration (``gputopo.topology.calibration`` maps each published row of
 shared/fixtures/nccl-busbw-calibration.tsv to a placement; tests/unit/topology/test_calibration.py checks it):
 NVLINK_RING_EFFICIENCY from the A100 NVSwitch ring (232.5 of 300 GB/s) and the maintainer's "~370 effective"
-H100 ring; NVLS_ALGBW_EFFICIENCY from the H100 NVLS runs (470-480 busbw, algbw ~275 of 450); NET_EFFICIENCY
+H100 ring; NVLS_ALGBW_EFFICIENCY from the H100 NVLS runs (470-480 busbw, algbw ~275 of 450), and its NVLink 5
+figure from the B200 run of NVIDIA/nccl#1807 ("830+", algbw ~474 of 900: not twice Hopper's); NET_EFFICIENCY
 from "expect 46-48 GB/s per NDR NIC"; SHM_SHARE from the P2P-disabled A40/DGX runs. PCIE_P2P_SHARE,
 NIC_DISTANCE_SHARE have no published row to fit and are typical figures. The test prints each row.
 
@@ -54,18 +66,19 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from functools import cache
 
 from gputopo.api.nodetopology import LinkKind, LinkState
-from gputopo.topology.bandwidth import nvlink_generation, pcie_generation, pcie_x16_gbps
+from gputopo.topology.bandwidth import c2c_gbps, nvlink_generation, pcie_generation, pcie_x16_gbps
 from gputopo.topology.memo import Memo, SharedTable, Table
-from gputopo.topology.model import Nic, Topology, TopologyError
+from gputopo.topology.model import PCIE_LEVELS, Nic, Topology, TopologyError
+from gputopo.topology.nccl import DEFAULT_NCCL, NcclSettings, NicPath, nic_path
 
 __all__ = [
     "NET_EFFICIENCY",
     "NIC_DISTANCE_SHARE",
     "NVLINK_RING_EFFICIENCY",
     "NVLS_ALGBW_EFFICIENCY",
+    "NVLS_ALGBW_EFFICIENCY_NVLINK5",
     "PCIE_P2P_SHARE",
     "SHM_SHARE",
     "UNKNOWN_NIC_RATE_GBPS",
@@ -77,6 +90,7 @@ __all__ = [
     "inter_node_bandwidth",
     "inter_node_part",
     "nic_assignment",
+    "nic_paths",
     "nvlink_fabric",
     "topology_tables",
 ]
@@ -87,6 +101,8 @@ __all__ = [
 NVLINK_RING_EFFICIENCY = 0.78
 # NVLink SHARP all-reduce algbw as a share of the per-direction NVLink bandwidth (H100: ~272 of 450 GB/s).
 NVLS_ALGBW_EFFICIENCY = 0.605
+# The same on NVLink 5 (B200: "830+" busbw on eight GPUs, NVIDIA/nccl#1807: algbw ~474 of 900 GB/s).
+NVLS_ALGBW_EFFICIENCY_NVLINK5 = 0.527
 # PCIe P2P ring hop (through PCIe switches only) as a share of the x16 rate per direction.
 PCIE_P2P_SHARE: dict[LinkKind, float] = {LinkKind.PIX: 0.72, LinkKind.PXB: 0.68}
 # Host-memory (SHM) ring hop as a share of the x16 rate: beyond PXB, or with P2P off.
@@ -105,7 +121,6 @@ NIC_DISTANCE_SHARE: dict[LinkKind, float] = {
 # A NIC whose rate nobody reported (nvidia-smi text does not say it).
 UNKNOWN_NIC_RATE_GBPS = 100.0
 
-_LEVELS = (LinkKind.PIX, LinkKind.PXB, LinkKind.PHB, LinkKind.NODE, LinkKind.SYS)
 _EXACT_CUT_TABLE_GPUS = 12
 
 
@@ -135,6 +150,9 @@ class TopologyTables:
         gens = [nvlink_generation(g) for g in topology.gpus]
         self.per_link = [g.per_link_gbps for g in gens]
         self.nvls = [g.nvls for g in gens]
+        self.nvls_efficiency = [
+            NVLS_ALGBW_EFFICIENCY_NVLINK5 if g.version >= 5 else NVLS_ALGBW_EFFICIENCY for g in gens
+        ]
         self.pcie = [pcie_generation(g) for g in topology.gpus]
         self.hop = [[0.0] * n for _ in range(n)]
         self.direct = [[0.0] * n for _ in range(n)]  # direct NVLink GB/s per direction
@@ -175,7 +193,11 @@ class TopologyTables:
         self.nvlink_dominates = min(nv_hops, default=0.0) >= max(other_hops, default=0.0)
         self.best_hop = [max(row) if n > 1 else 0.0 for row in self.hop]
         self.local = [
-            max(NVLINK_RING_EFFICIENCY * own_nvlink[i], PCIE_P2P_SHARE[LinkKind.PIX] * pcie_x16_gbps(self.pcie[i]))
+            max(
+                NVLINK_RING_EFFICIENCY * own_nvlink[i],
+                PCIE_P2P_SHARE[LinkKind.PIX] * pcie_x16_gbps(self.pcie[i]),
+                c2c_gbps(topology.gpus[i]),
+            )
             for i in range(n)
         ]
         # Exact min cuts on small nodes without NVSwitch; elsewhere the weakest single GPU's cut bounds
@@ -188,6 +210,8 @@ class TopologyTables:
         self._pair_sums: dict[int, float] = {0: 0.0}
         self._capacities: dict[int, list[list[float]]] = {}
         self._bits: dict[int, tuple[int, ...]] = {}
+        self._nic_paths: dict[NcclSettings, tuple[tuple[NicPath, ...], ...]] = {}
+        self._nearest: dict[int, tuple[int, ...]] = {}
         self.memo = Memo()  # derived views of this content (group rankings)
 
     def bits(self, mask: int) -> tuple[int, ...]:
@@ -245,7 +269,7 @@ class TopologyTables:
             bw, a, b = min((self.switch[a][b], a, b) for x, a in enumerate(bits) for b in bits[x + 1 :])
             best = (best[0], "switch-ring", (a, b))
             if all(self.nvls[i] for i in bits):
-                nvls = NVLS_ALGBW_EFFICIENCY * bw * 2 * (k - 1) / k
+                nvls = min(self.nvls_efficiency[i] for i in bits) * bw * 2 * (k - 1) / k
                 if nvls > best[0]:
                     best = (nvls, "switch-nvls", (a, b))
         return BusBandwidth(best[0], self._describe(best[1], best[2], bits))
@@ -375,13 +399,32 @@ class TopologyTables:
 
     # -- NICs -----------------------------------------------------------------------------------------------
 
+    def paths(self, settings: NcclSettings) -> tuple[tuple[NicPath, ...], ...]:
+        """``paths[g][j]``: how GPU g reaches NIC j under these NCCL settings."""
+        found = self._nic_paths.get(settings)
+        if found is None:
+            nics = self.topology.nics
+            found = self._nic_paths[settings] = tuple(
+                tuple(nic_path(gpu, nic, settings) for nic in nics) for gpu in self.topology.gpus
+            )
+        return found
+
     def nearest(self, gpu: int) -> tuple[int, ...]:
-        """Indices of the Up NICs at this GPU's nearest distance."""
-        up = [j for j, nic in enumerate(self.topology.nics) if nic.up]
-        if not up:
-            return ()
-        level = min(_LEVELS.index(self.topology.nics[j].distance(gpu)) for j in up)
-        return tuple(j for j in up if _LEVELS.index(self.topology.nics[j].distance(gpu)) == level)
+        """Indices of the Up compute NICs NCCL counts as this GPU's own: every one at its nearest path type.
+
+        NCCL's ``ncclTopoGetLocal``: the nearest path type (a NIC on a Grace GPU's own Grace is P2C, nearer
+        than a PHB/NODE or SYS NIC), ties kept, so channels spread over all of them. Storage and front-end
+        NICs are never rails. The order does not depend on the NCCL version.
+        """
+        found = self._nearest.get(gpu)
+        if found is None:
+            nics = self.topology.nics
+            row = self.paths(DEFAULT_NCCL)[gpu]
+            rails = [j for j, nic in enumerate(nics) if nic.up and nic.compute]
+            keys = {j: (row[j].path.rank, PCIE_LEVELS.index(row[j].distance)) for j in rails}
+            best = min(keys.values(), default=None)
+            found = self._nearest[gpu] = tuple(j for j in rails if keys[j] == best)
+        return found
 
 
 # Tables shared by topologies with equal content (the 10,000 nodes of a cluster are a handful of node types,
@@ -395,9 +438,12 @@ _OWN: Table[None, TopologyTables] = Table("estimator tables")
 def _content(topology: Topology) -> Hashable:
     """Everything the estimator and the group ranking read from a topology."""
     return (
-        tuple((g.model, g.nvlink_version, g.pcie_generation, g.health, g.numa_node) for g in topology.gpus),
+        tuple(
+            (g.model, g.nvlink_version, g.pcie_generation, g.health, g.numa_node, g.c2c_links, g.c2c_gbps)
+            for g in topology.gpus
+        ),
         tuple((key, link.kind, link.nvlinks, link.state) for key, link in sorted(topology.links.items())),
-        tuple((n.name, n.state, n.rate_gbps, n.affinity) for n in topology.nics),
+        tuple((n.name, n.state, n.rate_gbps, n.affinity, n.role, n.numa_node) for n in topology.nics),
     )
 
 
@@ -442,44 +488,120 @@ def _nic_rate(nic: Nic, override: float | None) -> float:
     return nic.rate_gbps or UNKNOWN_NIC_RATE_GBPS
 
 
-def nic_assignment(
-    topology: Topology, gpus: Sequence[int], nic_rate_gbps: float | None = None
-) -> tuple[float, dict[int, int]]:
-    """The GB/s the GPUs push off the node through their nearest Up NICs, and which GPU drives which NIC.
+def _nic_gbps(nic: Nic, override: float | None) -> float:
+    """What NCCL gets through one NIC, GB/s: its rate / 8 at ``NET_EFFICIENCY``."""
+    return _nic_rate(nic, override) / 8 * NET_EFFICIENCY
 
-    A maximum-weight matching of GPUs to NICs (each GPU only to the Up NICs at its nearest distance);
-    GPUs left unmatched share a NIC another GPU already drives and add nothing.
+
+def _attachment_gbps(tables: TopologyTables, g: int) -> float:
+    """What a GPU can push to its NICs: its NVLink-C2C to Grace, else its PCIe x16 link."""
+    c2c = c2c_gbps(tables.topology.gpus[g])
+    return c2c if c2c else NET_EFFICIENCY * pcie_x16_gbps(tables.pcie[g])
+
+
+def _candidates(
+    tables: TopologyTables, gpus: Sequence[int], nic_rate_gbps: float | None, settings: NcclSettings
+) -> list[list[tuple[int, float]]]:
+    """Per GPU, the NICs it may drive and what each carries for it (GB/s).
+
+    Its own rails at the nearest path type: the line rate with GPUDirect RDMA, a share of it through host
+    memory without. A GPU with no GDR rail of its own may also use, through an NVLink peer in the set (PXN),
+    the peer's GDR rails at PXB or nearer (P2C too with ``NCCL_PXN_C2C``).
+    """
+    topology = tables.topology
+    nics = topology.nics
+    paths = tables.paths(settings)
+    out: list[list[tuple[int, float]]] = []
+    for g in gpus:
+        own = tables.nearest(g)
+        cands: dict[int, float] = {}
+        for j in own:
+            share = 1.0 if paths[g][j].gdr else NIC_DISTANCE_SHARE[paths[g][j].distance]
+            cands[j] = _nic_gbps(nics[j], nic_rate_gbps) * share
+        if not any(paths[g][j].gdr for j in own):
+            for p in gpus:
+                if p == g or not topology.nvlinks(g, p):
+                    continue
+                for j in tables.nearest(p):
+                    path = paths[p][j]
+                    if path.gdr and path.path.rank <= settings.pxn_level.rank:
+                        cands[j] = _nic_gbps(nics[j], nic_rate_gbps)
+        out.append(sorted(cands.items()))
+    return out
+
+
+def _max_flow(gpu_caps: list[float], nic_caps: list[float], edges: list[list[tuple[int, float]]]) -> list[list[float]]:
+    """Max flow from the GPUs (each up to its cap) over their edges to the NICs (each up to its cap).
+
+    Returns the flow on each GPU's edges, in the order given. Augmenting paths, shortest first; the graphs
+    are a node's GPUs and NICs (a few dozen vertices).
+    """
+    k, m = len(gpu_caps), len(nic_caps)
+    source, sink = k + m, k + m + 1
+    size = k + m + 2
+    cap = [[0.0] * size for _ in range(size)]
+    for g in range(k):
+        cap[source][g] = gpu_caps[g]
+        for j, c in edges[g]:
+            cap[g][k + j] += c
+    for j in range(m):
+        cap[k + j][sink] = nic_caps[j]
+    flow = [[0.0] * size for _ in range(size)]
+    while True:
+        parent = [-1] * size
+        parent[source] = source
+        queue = [source]
+        for u in queue:
+            for v in range(size):
+                if parent[v] < 0 and cap[u][v] - flow[u][v] > 1e-9:
+                    parent[v] = u
+                    queue.append(v)
+        if parent[sink] < 0:
+            break
+        push, v = float("inf"), sink
+        while v != source:
+            u = parent[v]
+            push = min(push, cap[u][v] - flow[u][v])
+            v = u
+        v = sink
+        while v != source:
+            u = parent[v]
+            flow[u][v] += push
+            flow[v][u] -= push
+            v = u
+    return [[max(flow[g][k + j], 0.0) for j, _ in edges[g]] for g in range(k)]
+
+
+def nic_assignment(
+    topology: Topology,
+    gpus: Sequence[int],
+    nic_rate_gbps: float | None = None,
+    settings: NcclSettings = DEFAULT_NCCL,
+) -> tuple[float, dict[int, tuple[int, ...]]]:
+    """The GB/s the GPUs push off the node through their rails, and which NICs each GPU drives.
+
+    A maximum flow: each GPU up to its attachment (PCIe x16, or NVLink-C2C on Grace), over every rail at
+    its nearest path type (NCCL spreads channels over all of them; see ``_candidates``), each NIC up to its
+    line rate once however many GPUs share it.
     """
     tables = topology_tables(topology)
-    nics = topology.nics
     order = list(gpus)
-    weights: list[list[tuple[int, float]]] = []
-    for g in order:
-        cap = NET_EFFICIENCY * pcie_x16_gbps(tables.pcie[g])
-        cands = []
-        for j in tables.nearest(g):
-            nic = nics[j]
-            share = NIC_DISTANCE_SHARE.get(nic.distance(g), 0.6)
-            cands.append((j, min(_nic_rate(nic, nic_rate_gbps) / 8 * NET_EFFICIENCY * share, cap)))
-        weights.append(cands)
-
-    @cache
-    def best(i: int, used: int) -> tuple[float, tuple[int, ...]]:
-        if i == len(order):
-            return 0.0, ()
-        skip_value, skip_rest = best(i + 1, used)
-        choice: tuple[float, tuple[int, ...]] = (skip_value, (-1, *skip_rest))
-        for j, w in weights[i]:
-            if used >> j & 1:
-                continue
-            value, rest = best(i + 1, used | 1 << j)
-            if value + w > choice[0] + 1e-9:
-                choice = (value + w, (j, *rest))
-        return choice
-
-    total, picks = best(0, 0)
-    best.cache_clear()
-    return total, {g: j for g, j in zip(order, picks, strict=True) if j >= 0}
+    edges = _candidates(tables, order, nic_rate_gbps, settings)
+    gpu_caps = [_attachment_gbps(tables, g) for g in order]
+    # A NIC carries its line rate when one of its GPUs has GPUDirect RDMA to it, else what the best of the
+    # host-memory paths to it allows.
+    share = [0.0] * len(topology.nics)
+    for cands in edges:
+        for j, gbps in cands:
+            share[j] = max(share[j], gbps / _nic_gbps(topology.nics[j], nic_rate_gbps))
+    nic_caps = [_nic_gbps(nic, nic_rate_gbps) * share[j] for j, nic in enumerate(topology.nics)]
+    flows = _max_flow(gpu_caps, nic_caps, edges)
+    total = sum(sum(row) for row in flows)
+    picks = {
+        g: tuple(j for (j, _), f in zip(cands, row, strict=True) if f > 1e-9)
+        for g, cands, row in zip(order, edges, flows, strict=True)
+    }
+    return total, {g: used for g, used in picks.items() if used}
 
 
 def _host_network(topology: Topology, gpus: Sequence[int], nic_rate_gbps: float | None) -> float:
@@ -490,29 +612,50 @@ def _host_network(topology: Topology, gpus: Sequence[int], nic_rate_gbps: float 
     return min(rate / 8 * NET_EFFICIENCY * NIC_DISTANCE_SHARE[LinkKind.SYS], cap)
 
 
-def inter_node_part(topology: Topology, gpus: Sequence[int], nic_rate_gbps: float | None) -> tuple[float, str]:
-    total, picks = nic_assignment(topology, gpus, nic_rate_gbps)
+def inter_node_part(
+    topology: Topology,
+    gpus: Sequence[int],
+    nic_rate_gbps: float | None,
+    settings: NcclSettings = DEFAULT_NCCL,
+) -> tuple[float, str]:
+    total, picks = nic_assignment(topology, gpus, nic_rate_gbps, settings)
     if not picks:
         value = _host_network(topology, gpus, nic_rate_gbps)
         return value, f"no Up RDMA NIC: host network ({value:.1f} GB/s)"
-    used = sorted(set(picks.values()))
+    used = sorted({j for js in picks.values() for j in js})
     rates = sorted({_nic_rate(topology.nics[j], nic_rate_gbps) for j in used})
     rate_text = "/".join(f"{r:g}" for r in rates)
     names = ",".join(topology.nics[j].name for j in used)
     guessed = nic_rate_gbps is None and any(not topology.nics[j].rate_gbps for j in used)
     note = f", rate unknown: {UNKNOWN_NIC_RATE_GBPS:g} Gb/s assumed" if guessed else ""
-    return total, f"{len(used)} NIC(s) x {rate_text} Gb/s ({names}{note}): {total:.1f} GB/s"
+    tables = topology_tables(topology)
+    edges = dict(zip(gpus, _candidates(tables, gpus, nic_rate_gbps, settings), strict=True))
+    full = {g: {j: gbps for j, gbps in cands} for g, cands in edges.items()}
+    bounced = any(full[g][j] < _nic_gbps(topology.nics[j], nic_rate_gbps) - 1e-9 for g, js in picks.items() for j in js)
+    how = ", some through host memory (no GPUDirect RDMA)" if bounced else ""
+    return total, f"{len(used)} NIC(s) x {rate_text} Gb/s ({names}{note}{how}): {total:.1f} GB/s"
 
 
-def inter_node_bandwidth(topology: Topology, gpus: Sequence[int], nic_rate_gbps: float | None = None) -> BusBandwidth:
+def inter_node_bandwidth(
+    topology: Topology,
+    gpus: Sequence[int],
+    nic_rate_gbps: float | None = None,
+    settings: NcclSettings = DEFAULT_NCCL,
+) -> BusBandwidth:
     """What one node's GPU set pushes off the node (GB/s) in a multi-node gang, before oversubscription.
 
     The per-node inter-node part of ``estimate_gang``: its gang figure is the minimum over members of
     ``estimate_node`` and this value divided by the tier's oversubscription.
     """
     _mask(topology, gpus)
-    value, what = inter_node_part(topology, list(gpus), nic_rate_gbps)
+    value, what = inter_node_part(topology, list(gpus), nic_rate_gbps, settings)
     return BusBandwidth(value, what)
+
+
+def nic_paths(topology: Topology, gpu: int, settings: NcclSettings = DEFAULT_NCCL) -> tuple[NicPath, ...]:
+    """How a GPU reaches each of the node's NICs under these NCCL settings (path type, GDR), in NIC order."""
+    _mask(topology, [gpu])
+    return topology_tables(topology).paths(settings)[gpu]
 
 
 def nvlink_fabric(topology: Topology, gpus: Sequence[int]) -> tuple[float, bool]:
