@@ -28,10 +28,11 @@ from math import prod
 from gputopo.api.trainingjob import IntraNode
 from gputopo.placement.filters import filter_nodes
 from gputopo.placement.types import NodeInfo, Request, Snapshot
-from gputopo.topology.estimate import estimate_node, inter_node_bandwidth
+from gputopo.topology.estimate import estimate_node
 from gputopo.topology.gang import estimate_gang
 from gputopo.topology.groups import pair_allowed
 from gputopo.topology.model import Topology
+from gputopo.topology.rails import inter_node_bandwidth
 
 __all__ = ["EXHAUSTIVE_LIMIT", "SubsetChoice", "eligible_sets", "exhaustive_optimum", "optimum", "subset_choices"]
 

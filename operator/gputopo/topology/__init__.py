@@ -22,8 +22,6 @@ from gputopo.topology.estimate import (
     clear_shared_tables,
     estimate_node,
     hop_gbps,
-    inter_node_bandwidth,
-    nic_assignment,
 )
 from gputopo.topology.gang import estimate_gang
 from gputopo.topology.groups import Group, pair_allowed, well_connected_groups
@@ -36,6 +34,7 @@ from gputopo.topology.nvidia_smi import (
     parse_nvidia_smi_all,
     render_nvidia_smi,
 )
+from gputopo.topology.rails import inter_node_bandwidth, nic_assignment
 from gputopo.topology.views import (
     interconnect_class,
     nearest_gpus,

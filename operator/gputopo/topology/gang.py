@@ -30,12 +30,12 @@ from gputopo.topology.estimate import (
     NVLINK_RING_EFFICIENCY,
     BusBandwidth,
     estimate_node,
-    inter_node_part,
     nvlink_fabric,
 )
 from gputopo.topology.fabric import fabric_health
 from gputopo.topology.model import Topology, TopologyError
 from gputopo.topology.nccl import DEFAULT_NCCL, NcclSettings
+from gputopo.topology.rails import inter_node_part
 
 __all__ = [
     "DEGRADED_FABRIC_SHARE",

@@ -8,8 +8,9 @@ import pytest
 
 from gputopo.api.nodetopology import LinkKind, NicRole
 from gputopo.topology import Gpu, Link, Nic, SystemFacts, Topology, estimate_gang, nearest_nics, parse_nvidia_smi
-from gputopo.topology.estimate import NET_EFFICIENCY, nic_assignment
+from gputopo.topology.estimate import NET_EFFICIENCY
 from gputopo.topology.nccl import NcclPath, NcclSettings, NcclVersion, nic_path
+from gputopo.topology.rails import nic_assignment
 
 GRACE_GPU = Gpu(0, model="NVIDIA GB200", numa_node=0, c2c_links=5)
 PCIE_GPU = Gpu(0, model="NVIDIA H100 80GB HBM3", numa_node=0)
