@@ -20,11 +20,12 @@ from gputopo.topology.estimate import estimate_node, nvlink_fabric
 from gputopo.topology.gang import domain_bandwidth, estimate_gang, split_evenly
 from gputopo.topology.loader import with_gpu_model
 from gputopo.topology.model import Topology
-from gputopo.topology.nccl import NcclSettings, NcclVersion
+from gputopo.topology.nccl import DEFAULT_NCCL, NcclPath, NcclSettings, NcclVersion
 from gputopo.topology.nvidia_smi import parse_nvidia_smi
 
 __all__ = [
     "CASES",
+    "GH200_MATRIX",
     "GRACE_CASES",
     "MAX_MEDIAN_ERROR",
     "MAX_NVL72_ROW_ERROR",
@@ -39,6 +40,7 @@ __all__ = [
     "calibrate_nvl72",
     "format_table",
     "gb200_tray_matrix",
+    "gh200_matrix",
     "grace_tray",
     "median_error",
 ]
@@ -60,9 +62,12 @@ class Case:
     nics: tuple[int, ...] | None = None  # keep only these NICs of the node type
     p2p_off: bool = False  # NCCL_P2P_DISABLE=1: no NVLink, no PCIe P2P; every hop through host memory
     note: str = ""
+    settings: NcclSettings = DEFAULT_NCCL  # the NCCL the row ran
 
 
 EIGHT = tuple(range(8))
+# Not a catalog node type: the GH200 matrix of ``gh200_matrix``, read by the importer.
+GH200_MATRIX = "gh200-matrix"
 
 # Row number (1-based, in file order) -> the case, or the reason the row is set aside.
 CASES: dict[int, Case | str] = {
@@ -99,6 +104,22 @@ CASES: dict[int, Case | str] = {
     19: Case("hgx-h100", EIGHT, gpu_model="NVIDIA B200", note="an HGX B200 baseboard: NV18 NVLink 5, NVLS"),
     20: "two nodes of eight: NCCL runs NVLS-tree there, whose busbw reaches about 2(n-1)/n times the NICs' line "
     "rate (690 GB/s over 8x 400G); the estimator models rings only (the same limit as row 15)",
+    21: Case(
+        GH200_MATRIX,
+        (0,),
+        nodes=2,
+        nic_rate_gbps=200.0,
+        settings=NcclSettings(NcclVersion(2, 24, 3)),
+        note="GH200 matrix (4 NICs NODE), NCCL 2.24.3: through host memory",
+    ),
+    22: Case(
+        GH200_MATRIX,
+        (0,),
+        nodes=2,
+        nic_rate_gbps=200.0,
+        settings=NcclSettings(NcclVersion(2, 24, 3), net_gdr_level=NcclPath.SYS),
+        note="the same with NCCL_NET_GDR_LEVEL=SYS: GPUDirect RDMA",
+    ),
 }
 
 
@@ -136,7 +157,23 @@ def _p2p_off(topology: Topology) -> Topology:
     return Topology(topology.gpus, links, topology.nics, topology.system)
 
 
+def gh200_matrix() -> str:
+    """``nvidia-smi topo -m`` of one GH200 with two dual-port BlueField-3 (four ports), every NIC NODE to the
+    GPU as GH200 nodes print them (shared/reference/grace-blackwell.md); the NIC names are typical."""
+    nics = range(4)
+    lines = ["\tGPU0\t" + "\t".join(f"NIC{j}" for j in nics) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"]
+    lines.append("GPU0\t X \t" + "\t".join("NODE" for _ in nics) + "\t0-71\t0\t\t1")
+    for j in nics:
+        # The two ports of one card are PIX to each other, the two cards NODE.
+        cells = (" X " if j == k else "PIX" if j // 2 == k // 2 else "NODE" for k in nics)
+        lines.append(f"NIC{j}\tNODE\t" + "\t".join(cells))
+    lines += ["", "NIC Legend:", ""] + [f"  NIC{j}: mlx5_{j}" for j in nics]
+    return "\n".join(lines) + "\n"
+
+
 def _topology(case: Case) -> Topology:
+    if case.node_type == GH200_MATRIX:
+        return parse_nvidia_smi(gh200_matrix(), gpu_model="NVIDIA GH200 480GB")
     topology = load_node_type(case.node_type)
     if case.gpu_model:
         topology = with_gpu_model(topology, case.gpu_model)
@@ -170,7 +207,9 @@ def calibrate() -> list[Result]:
         if case.nodes == 1:
             estimate = estimate_node(topology, case.gpus)
         else:
-            estimate = estimate_gang([(topology, case.gpus)] * case.nodes, nic_rate_gbps=case.nic_rate_gbps)
+            estimate = estimate_gang(
+                [(topology, case.gpus)] * case.nodes, nic_rate_gbps=case.nic_rate_gbps, settings=case.settings
+            )
         results.append(Result(*head, predicted=estimate.busbw_gbps, bottleneck=estimate.bottleneck, note=case.note))
     return results
 

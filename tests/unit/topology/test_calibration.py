@@ -144,3 +144,11 @@ def test_three_gb200_trays_per_nccl_version(version: str, matrix: str, expected:
     settings = NcclSettings(NcclVersion.parse(version))
     value = estimate_gang([(tray, range(4))] * 3, settings=settings).busbw_gbps
     assert value == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("row", "gdr"), [(21, False), (22, True)], ids=["gh200-2.24-default", "gh200-gdr-level-sys"])
+def test_gh200_rows_gdr_through_c2c(results: list[Result], row: int, gdr: bool) -> None:
+    # NVIDIA/nccl#1579: 79.7 GB/s without GPUDirect RDMA, 96.1 with NCCL_NET_GDR_LEVEL=SYS, over 4x 200G.
+    r = next(r for r in results if r.row == row)
+    assert r.error is not None and r.error <= 0.15, r.predicted
+    assert ("host memory" in r.bottleneck) != gdr
