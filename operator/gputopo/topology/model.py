@@ -84,6 +84,8 @@ class Gpu:
     architecture: str = ""
     memory_mib: int = 0
     pci_bus_id: str = ""
+    # The NUMA node of the CPU the GPU hangs off (nvidia-smi's "NUMA Affinity"; on Grace, its Grace's node),
+    # never a Grace GPU's own memory node ("GPU NUMA ID"): a NIC on the same node is on the GPU's own Grace.
     numa_node: int | None = None
     pcie_generation: int = 0
     pcie_width: int = 0
