@@ -19,11 +19,41 @@ from pathlib import Path
 
 from gputopo.api.nodetopology import LinkKind, LinkState
 from gputopo.topology import Gpu, Link, SystemFacts, Topology, estimate_node, load_node_type, well_connected_groups
-from gputopo.topology.calibration import calibrate, calibrate_nvl72, format_table, median_error
+from gputopo.topology.calibration import (
+    Result,
+    calibrate,
+    calibrate_grace,
+    calibrate_nvl72,
+    format_table,
+    median_error,
+)
 from gputopo.topology.estimate import clear_shared_tables
 
 REPORTS = Path(__file__).parent / "reports"
 EIGHT_GPU_TYPES = ("hgx-h100", "dgx-a100", "h100-nvl-pairs", "dgx1-v100", "rtx4090-pcie")
+# Goals for the Grace and Blackwell rows: median error within 15%, none beyond 30%.
+GRACE_BLACKWELL_MEDIAN = 0.15
+GRACE_BLACKWELL_MAX = 0.30
+
+
+def _blackwell(results: list[Result]) -> list[Result]:
+    """The rows of the main table on Grace or Blackwell GPUs (GH200, B200, B300)."""
+    return [r for r in results if any(name in r.system for name in ("GH200", "B200", "B300"))]
+
+
+def grace_blackwell_rows(results: list[Result], nvl72: list[Result], grace: list[Result]) -> list[tuple[str, Result]]:
+    """Every Grace or Blackwell row with the table it comes from."""
+    rows = [("main", r) for r in _blackwell(results)]
+    rows += [("nvl72", r) for r in nvl72]
+    rows += [("grace matrix", r) for r in grace]
+    return rows
+
+
+def _rows_doc(rows: list[Result]) -> list[dict[str, object]]:
+    return [
+        {"row": r.row, "predicted": r.predicted, "published": r.published, "error": r.error, "set_aside": r.set_aside}
+        for r in rows
+    ]
 
 
 def fresh(t: Topology) -> Topology:
@@ -105,6 +135,12 @@ def main() -> None:
         rows.append({"what": "estimate 16-GPU set", "node": label, "cache": "cold", **est})
     results = calibrate()
     nvl72 = calibrate_nvl72()
+    grace = calibrate_grace()
+    gb_rows = grace_blackwell_rows(results, nvl72, grace)
+    gb_errors = [r.error for _, r in gb_rows if r.error is not None]
+    gb_median = statistics.median(gb_errors)
+    gb_max = max(gb_errors)
+    gb_met = gb_median <= GRACE_BLACKWELL_MEDIAN and gb_max <= GRACE_BLACKWELL_MAX
     reference = reference_ms()
     doc = {
         "machine": {
@@ -136,6 +172,13 @@ def main() -> None:
             for r in nvl72
         ],
         "calibration_nvl72_median_error": median_error(nvl72),
+        "calibration_grace_matrix": _rows_doc(grace),
+        "grace_blackwell": {
+            "rows": [{"table": table, **_rows_doc([r])[0]} for table, r in gb_rows],
+            "median_error": gb_median,
+            "max_error": gb_max,
+            "goal": {"median": GRACE_BLACKWELL_MEDIAN, "max": GRACE_BLACKWELL_MAX, "met": gb_met},
+        },
     }
     REPORTS.mkdir(exist_ok=True)
     (REPORTS / "topology.json").write_text(json.dumps(doc, indent=2))
@@ -165,6 +208,21 @@ def main() -> None:
         "over the rows' racks (`gputopo.topology.calibration.calibrate_nvl72`).",
         "",
         format_table(nvl72),
+        "",
+        "## GB200 trays read from nvidia-smi matrices (NVIDIA/nccl#1801 rows, NCCL 2.27.3)",
+        "",
+        "The tray matrix of `gb200-tray-4gpu-6nic-all-sys-PARTIAL.txt` completed from its `# system:` line (every",
+        "GPU-NIC cell SYS) and one with its 4 NICs NODE to their Grace, read by the importer",
+        "(`gputopo.topology.calibration.calibrate_grace`): GPUDirect RDMA through NVLink-C2C to the NICs of each",
+        "GPU's own Grace. Before NCCL 2.27.3 the same trays give 112.8 (all SYS) and 141.0 GB/s (NODE).",
+        "",
+        format_table(grace),
+        "",
+        "## Grace and Blackwell rows: goal",
+        "",
+        f"{len(gb_errors)} rows (GH200, B200 and B300 rows of the main table, every NVL72 row, the tray-matrix "
+        f"rows): median error {gb_median:.1%} (goal <= {GRACE_BLACKWELL_MEDIAN:.0%}), largest {gb_max:.1%} "
+        f"(goal <= {GRACE_BLACKWELL_MAX:.0%}): {'met' if gb_met else 'NOT met'}.",
         "",
     ]
     (REPORTS / "topology.md").write_text("\n".join(lines))

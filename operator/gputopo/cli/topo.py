@@ -41,6 +41,7 @@ from gputopo.topology import (
 )
 from gputopo.topology.fabric import node_domain
 from gputopo.topology.gang import split_evenly
+from gputopo.topology.nccl import DEFAULT_NCCL_VERSION, NcclSettings, NcclVersion
 from gputopo.topology.nvidia_smi import cell_text
 
 __all__ = ["register"]
@@ -54,6 +55,14 @@ GpuModelOpt = Annotated[
     typer.Option("--gpu-model", help="GPU product name, e.g. 'NVIDIA H100 80GB HBM3' (sets the NVLink bandwidth)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+C2cOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--c2c/--no-c2c",
+        help="The GPUs reach a Grace CPU over NVLink-C2C (GH200, GB200, GB300); inferred from the GPU model or the "
+        "matrix's GPU NUMA IDs when not given.",
+    ),
+]
 
 
 def _read_text(source: str) -> str:
@@ -62,14 +71,14 @@ def _read_text(source: str) -> str:
     return read_text(Path(source), missing=f"no such file (nor a node type: {', '.join(NODE_TYPES)})")
 
 
-def _load(source: str, gpu_model: str | None, fmt: str = "auto") -> Topology:
+def _load(source: str, gpu_model: str | None, fmt: str = "auto", c2c: bool | None = None) -> Topology:
     """The topology in FILE (or stdin, or a catalog node type)."""
     if source in NODE_TYPES and not Path(source).exists():
         topology = load_node_type(source)
         return with_gpu_model(topology, gpu_model) if gpu_model else topology
     text = _read_text(source)
     try:
-        return read_topology_text(text, gpu_model=gpu_model, fmt=fmt)
+        return read_topology_text(text, gpu_model=gpu_model, fmt=fmt, c2c=c2c)
     except TopologyError as error:
         raise CliError(f"{source}: {error}") from None
 
@@ -211,6 +220,7 @@ def _summary(topology: Topology) -> dict[str, Any]:
         },
         "busbw_GBps": round(everything.busbw_gbps, 3) if everything else None,
         "bottleneck": everything.bottleneck if everything else None,
+        "assumptions": list(topology.system.assumptions),
     }
 
 
@@ -265,6 +275,10 @@ def _print_summary(topology: Topology, summary: dict[str, Any]) -> None:
             typer.echo(f"    GPU{link['a']}-GPU{link['b']} {link['kind']} x{link['nvlinks']} {link['state']}")
     if summary["unhealthy_gpus"]:
         typer.echo("  Unhealthy GPUs: " + ", ".join(f"GPU{g}" for g in summary["unhealthy_gpus"]))
+    if summary["assumptions"]:
+        typer.echo("  Assumed:")
+        for assumption in summary["assumptions"]:
+            typer.echo(f"    {assumption}")
 
 
 @topo_app.command("show")
@@ -274,6 +288,7 @@ def show(
     ] = None,
     node: Annotated[str | None, typer.Option("--node", help="Read NodeTopology NAME from the cluster.")] = None,
     gpu_model: GpuModelOpt = None,
+    c2c: C2cOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print the matrix the way nvidia-smi does, and a summary (interconnect, NVLink domains, NICs)."""
@@ -286,7 +301,7 @@ def show(
                 topology = with_gpu_model(topology, gpu_model)
         else:
             assert file is not None
-            topology = _load(file, gpu_model)
+            topology = _load(file, gpu_model, c2c=c2c)
         summary = _summary(topology)
     except (CliError, TopologyError) as error:
         fail(str(error))
@@ -320,6 +335,13 @@ def estimate(
     oversubscription: Annotated[
         float, typer.Option("--oversubscription", help="Network tier oversubscription between the nodes.")
     ] = 1.0,
+    nccl_version: Annotated[
+        str,
+        typer.Option(
+            "--nccl-version", help="The NCCL the job runs (decides GPUDirect RDMA through NVLink-C2C on Grace)."
+        ),
+    ] = str(DEFAULT_NCCL_VERSION),
+    c2c: C2cOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Estimate the all-reduce bus bandwidth (nccl-tests busbw, GB/s) of a GPU set on N nodes."""
@@ -330,7 +352,8 @@ def estimate(
             raise CliError(f"--nic-rate-gbps must be positive, not {nic_rate_gbps:g}")
         if oversubscription <= 0:
             raise CliError(f"--oversubscription must be positive, not {oversubscription:g}")
-        topology = _load(topology_file, gpu_model)
+        settings = NcclSettings(NcclVersion.parse(nccl_version))
+        topology = _load(topology_file, gpu_model, c2c=c2c)
         if topology.gpu_count == 0:
             raise CliError(f"{topology_file}: the topology has no GPUs to estimate")
         chosen = _parse_gpus(gpus, topology)
@@ -350,6 +373,7 @@ def estimate(
                 oversubscription=oversubscription,
                 nic_rate_gbps=nic_rate_gbps,
                 domains=domains,
+                settings=settings,
             )
     except (CliError, TopologyError) as error:
         fail(str(error))
@@ -357,6 +381,8 @@ def estimate(
         document: dict[str, Any] = {"busbw_GBps": round(result.busbw_gbps, 3), "bottleneck": result.bottleneck}
         if domains is not None:
             document["domains"] = [domains.count(d) for d in dict.fromkeys(domains)]
+        if topology.system.assumptions:
+            document["assumptions"] = list(topology.system.assumptions)
         typer.echo(json.dumps(document))
         return
     where = f"{len(chosen)} GPU(s)" + (f" on each of {nodes} nodes" if nodes > 1 else "")
@@ -364,6 +390,8 @@ def estimate(
         where += f" in {len(set(domains))} NVLink domain(s)"
     typer.echo(f"estimated all-reduce bus bandwidth of {where}: {result.busbw_gbps:.1f} GB/s")
     typer.echo(f"bottleneck: {result.bottleneck}")
+    for assumption in topology.system.assumptions:
+        typer.echo(f"assumed: {assumption}")
 
 
 def register(app: typer.Typer) -> None:

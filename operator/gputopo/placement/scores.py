@@ -9,10 +9,11 @@ multi-node gang's figure takes, divided by the tier's oversubscription). ``allow
 from __future__ import annotations
 
 from gputopo.api.trainingjob import IntraNode
-from gputopo.topology.estimate import BusBandwidth, estimate_node, inter_node_bandwidth
+from gputopo.topology.estimate import BusBandwidth, estimate_node
 from gputopo.topology.groups import pair_allowed
 from gputopo.topology.locality import locality
 from gputopo.topology.model import Topology
+from gputopo.topology.rails import inter_node_bandwidth
 from gputopo.topology.remainder import remainder
 from gputopo.topology.views import nearest_nics
 

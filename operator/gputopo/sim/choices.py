@@ -16,10 +16,11 @@ from itertools import combinations
 from gputopo.api.trainingjob import IntraNode
 from gputopo.placement.filters import filter_nodes
 from gputopo.placement.types import NodeInfo, Request, Snapshot
-from gputopo.topology.estimate import estimate_node, inter_node_bandwidth
+from gputopo.topology.estimate import estimate_node
 from gputopo.topology.groups import pair_allowed
 from gputopo.topology.memo import Table
 from gputopo.topology.model import Topology
+from gputopo.topology.rails import inter_node_bandwidth
 
 __all__ = ["SubsetChoice", "eligible_sets", "subset_choices"]
 

@@ -19,21 +19,22 @@ from gputopo.topology.catalog import NODE_TYPES, NodeType, load_node_type
 from gputopo.topology.convert import from_status, to_status
 from gputopo.topology.estimate import (
     BusBandwidth,
+    clear_shared_tables,
     estimate_node,
     hop_gbps,
-    inter_node_bandwidth,
-    nic_assignment,
 )
 from gputopo.topology.gang import estimate_gang
 from gputopo.topology.groups import Group, pair_allowed, well_connected_groups
 from gputopo.topology.loader import load_topology, read_topology_text, with_gpu_model
 from gputopo.topology.model import PCIE_LEVELS, Gpu, Link, Nic, SystemFacts, Topology, TopologyError, pair
+from gputopo.topology.nccl import DEFAULT_NCCL, NcclSettings, NcclVersion
 from gputopo.topology.nvidia_smi import (
     NvidiaSmiParseError,
     parse_nvidia_smi,
     parse_nvidia_smi_all,
     render_nvidia_smi,
 )
+from gputopo.topology.rails import inter_node_bandwidth, nic_assignment
 from gputopo.topology.views import (
     interconnect_class,
     nearest_gpus,
@@ -43,6 +44,7 @@ from gputopo.topology.views import (
 )
 
 __all__ = [
+    "DEFAULT_NCCL",
     "NODE_TYPES",
     "PCIE_LEVELS",
     "BusBandwidth",
@@ -50,6 +52,8 @@ __all__ = [
     "GpuSpec",
     "Group",
     "Link",
+    "NcclSettings",
+    "NcclVersion",
     "Nic",
     "NodeType",
     "NvidiaSmiParseError",

@@ -27,6 +27,7 @@ __all__ = [
     "UNKNOWN_NVLINK",
     "GpuSpec",
     "NvlinkGeneration",
+    "c2c_gbps",
     "gpu_spec",
     "link_bandwidth_gbps",
     "nvlink_generation",
@@ -84,20 +85,36 @@ class GpuSpec:
     nvlink: NvlinkGeneration | None
     nvlinks: int
     pcie_generation: int
+    # NVLink-C2C to the GPU's own Grace CPU (0 on a GPU reached over PCIe): links, and GB/s per direction as
+    # NCCL counts it (``bw * count / 1000`` of its topology XML).
+    c2c_links: int = 0
+    c2c_gbps: float = 0.0
 
 
-def _spec(pattern: str, arch: str, nvlink: str | None, links: int, pcie: int) -> GpuSpec:
-    return GpuSpec(pattern, arch, NVLINK_GENERATIONS[nvlink] if nvlink else None, links, pcie)
+def _spec(
+    pattern: str, arch: str, nvlink: str | None, links: int, pcie: int, c2c: tuple[int, float] = (0, 0.0)
+) -> GpuSpec:
+    return GpuSpec(pattern, arch, NVLINK_GENERATIONS[nvlink] if nvlink else None, links, pcie, *c2c)
+
+
+# GB300: NCCL's topology XML of a GB300 tray shows ``<c2c bw="44712" count="5"/>``, 224 GB/s. GB200 is taken
+# as the same *[inferred]*. GH200: NVLink-C2C at 900 GB/s both ways, 450 per direction (NVIDIA's figure);
+# its link count is not published and 10 links of 45 GB/s is assumed *[inferred]*.
+_GB_C2C = (5, 223.6)
+_GH200_C2C = (10, 450.0)
 
 
 # First match wins, so the more specific names come first. Patterns are matched against the upper-cased
 # product name (``nvmlDeviceGetName``, e.g. "NVIDIA H100 80GB HBM3", "Tesla V100-SXM2-32GB").
 GPU_SPECS: tuple[GpuSpec, ...] = (
-    _spec(r"GB300|B300", "Blackwell", "nvlink5", 18, 6),
-    _spec(r"GB200|B200|B100", "Blackwell", "nvlink5", 18, 5),
+    _spec(r"GB300", "Blackwell", "nvlink5", 18, 6, _GB_C2C),
+    _spec(r"B300", "Blackwell", "nvlink5", 18, 6),
+    _spec(r"GB200", "Blackwell", "nvlink5", 18, 5, _GB_C2C),
+    _spec(r"B200|B100", "Blackwell", "nvlink5", 18, 5),
     _spec(r"H100 NVL|H100 PCIE|H100-PCIE", "Hopper", "nvlink4", 12, 5),  # three NVLink bridges
     _spec(r"H800", "Hopper", "nvlink4", 8, 5),  # 400 GB/s export part (nccl#1374)
-    _spec(r"GH200|H200|H100|H20\b", "Hopper", "nvlink4", 18, 5),
+    _spec(r"GH200", "Hopper", "nvlink4", 18, 5, _GH200_C2C),
+    _spec(r"H200|H100|H20\b", "Hopper", "nvlink4", 18, 5),
     _spec(r"A800", "Ampere", "nvlink3", 8, 4),
     _spec(r"A100", "Ampere", "nvlink3", 12, 4),  # SXM4 and PCIe (three bridges)
     _spec(r"\bA30\b", "Ampere", "nvlink3", 4, 4),
@@ -134,6 +151,19 @@ def nvlink_generation(gpu: Gpu) -> NvlinkGeneration:
     if spec is not None and spec.nvlink is not None:
         return spec.nvlink
     return _BY_VERSION.get(gpu.nvlink_version, UNKNOWN_NVLINK)
+
+
+def c2c_gbps(gpu: Gpu) -> float:
+    """The GPU's NVLink-C2C bandwidth to its Grace (GB/s per direction): NVML's where reported, else its model's.
+
+    0 for a GPU reached over PCIe. A C2C GPU of unknown model gets the Grace Blackwell figure.
+    """
+    if not gpu.c2c:
+        return 0.0
+    if gpu.c2c_gbps:
+        return gpu.c2c_gbps
+    spec = gpu_spec(gpu.model)
+    return spec.c2c_gbps if spec is not None and spec.c2c_gbps else _GB_C2C[1]
 
 
 def pcie_generation(gpu: Gpu) -> int:

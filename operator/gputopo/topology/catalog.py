@@ -65,6 +65,24 @@ NODE_TYPES: Mapping[str, NodeType] = _types(
         memory_mib=186 * 1024,  # "GB200-186GB" (MLCommons inference v6.1 system description)
     ),
     NodeType(
+        "p6e-gb200",
+        "gb200-aws-4gpu-gpu-only-numa-0-1.txt",
+        "NVIDIA GB200",
+        400.0,  # EFA (not listed in the matrix, so the node has no NIC here)
+        "AWS P6e-GB200 tray: 4x GB200 on the rack's NVSwitch fabric (NV18), 2 Graces; its EFA NICs are not in "
+        "the matrix",
+        link_layer="Ethernet",
+        memory_mib=186 * 1024,
+    ),
+    NodeType(
+        "azure-h100-pair-no-nvlink",
+        "azure-nc80adis-h100-v5-2gpu-nvlink-missing.txt",
+        "NVIDIA H100 NVL",
+        400.0,  # not in the posting
+        "Azure NC80adis H100 v5 VM booted without its NVLink: 2x H100 NVL, SYS between them, 1 NIC",
+        memory_mib=95830,
+    ),
+    NodeType(
         "hgx-h100",
         "hgx-h100-8gpu-nv18-8xmlx5-1nic-per-gpu.txt",
         "NVIDIA H100 80GB HBM3",
@@ -203,7 +221,8 @@ def nvl72_calibration_text() -> str:
 
 
 def calibration_text() -> str:
-    """The nccl-tests bus bandwidth calibration table (a copy of shared/fixtures/nccl-busbw-calibration.tsv)."""
+    """The nccl-tests bus bandwidth calibration table: shared/fixtures/nccl-busbw-calibration.tsv's rows, then
+    the Blackwell rows added here (19 on), each with its source."""
     return _fixtures().joinpath("nccl-busbw-calibration.tsv").read_text(encoding="utf-8")
 
 
@@ -213,14 +232,16 @@ def _gb200_tray(node_type: NodeType) -> Topology:
     DGX GB200 User Guide "Hardware": 2 Grace CPUs and 4 Blackwell GPUs per 1RU tray, 4 ConnectX-7 400G ports
     for the east-west network. ``nvidia-smi topo -m`` shows NV18 between the tray's GPUs (MLCommons inference
     v6.1, Crusoe ``GB200-NVL72_GB200-186GB_aarch64x16_Dynamo.json``): all NVLink goes through the rack's switch
-    trays, so every pair is an NVSwitch link. GPUs 0-1 hang off the first Grace, 2-3 off the second. Each NIC
-    is modelled next to its own GPU (PIX): NCCL drives a GB200's NICs with GPUDirect RDMA over the C2C link
-    (``NCCL_NET_GDR_C2C=1`` in CoreWeave's GB200 nccl-tests script), which the 3-rack ring figure of
-    NVIDIA/nccl#1801 (196.7 GB/s over 4 such NICs) bears out *[inferred]*.
+    trays, so every pair is an NVSwitch link. GPUs 0-1 reach the first Grace over NVLink-C2C, 2-3 the second,
+    and two NICs hang off each Grace's PCIe. ``nvidia-smi topo -m`` prints every GPU-NIC cell of a GB200 tray
+    as SYS (the sglang fixture), so the NICs carry their Grace's NUMA node: NCCL reaches them by P2C (C2C then
+    PHB) with GPUDirect RDMA from 2.27.3, which the 3-rack ring figure of NVIDIA/nccl#1801 (196.7 GB/s over
+    4 such NICs, NCCL 2.27.3) bears out.
     """
     spec = gpu_spec(node_type.gpu_model)
     pcie = spec.pcie_generation if spec is not None else 0
     nvlinks = spec.nvlinks if spec is not None else 18
+    c2c_links = spec.c2c_links if spec is not None else 0
     gpus = [
         Gpu(
             i,
@@ -231,6 +252,7 @@ def _gb200_tray(node_type: NodeType) -> Topology:
             pcie_generation=pcie,
             pcie_width=16,
             nvlink_version=5,
+            c2c_links=c2c_links,
         )
         for i in range(4)
     ]
@@ -241,9 +263,7 @@ def _gb200_tray(node_type: NodeType) -> Topology:
             link_layer=node_type.link_layer,
             rate_gbps=node_type.nic_rate_gbps,
             numa_node=i // 2,
-            affinity=tuple(
-                LinkKind.PIX if g == i else LinkKind.NODE if g // 2 == i // 2 else LinkKind.SYS for g in range(4)
-            ),
+            affinity=(LinkKind.SYS,) * 4,
         )
         for i in range(4)
     ]

@@ -30,21 +30,17 @@ One node (``estimate_node``), GPU set S of size k:
 
 Several nodes (``estimate_gang``, in ``gputopo.topology.gang``): the minimum of each node's intra-node figure
 and the inter-node part.
-Each node's inter-node bandwidth is what its chosen GPUs can push through their nearest Up NICs: a
-maximum-weight matching of GPUs to NICs at each GPU's nearest distance (a NIC shared by two GPUs counts
-once), each pair worth ``rate * NET_EFFICIENCY * NIC_DISTANCE_SHARE[distance]``, capped by the GPU's PCIe
-link. That is the ring figure (each NIC carries one ring channel); the gang's inter-node part is the
-weakest node's, divided by the network tier's oversubscription. A node with no Up NIC falls back to host
-networking at its slowest NIC's rate (or ``UNKNOWN_NIC_RATE_GBPS``) through host memory. The
-``gpudirect_rdma`` system fact is not read: nvidia-smi text cannot tell it, and an imported topology would
-otherwise be penalised for a fact it does not carry; NCCL's own rule (GDR up to PXB) is used instead.
+Each node's inter-node bandwidth is what its chosen GPUs push through their rails, as NCCL picks them, at the
+constants below (``gputopo.topology.rails``).
 
 Calibration (``gputopo.topology.calibration`` maps each published row of
 shared/fixtures/nccl-busbw-calibration.tsv to a placement; tests/unit/topology/test_calibration.py checks it):
 NVLINK_RING_EFFICIENCY from the A100 NVSwitch ring (232.5 of 300 GB/s) and the maintainer's "~370 effective"
-H100 ring; NVLS_ALGBW_EFFICIENCY from the H100 NVLS runs (470-480 busbw, algbw ~275 of 450); NET_EFFICIENCY
-from "expect 46-48 GB/s per NDR NIC"; SHM_SHARE from the P2P-disabled A40/DGX runs. PCIE_P2P_SHARE,
-NIC_DISTANCE_SHARE have no published row to fit and are typical figures. The test prints each row.
+H100 ring; NVLS_ALGBW_EFFICIENCY from the H100 NVLS runs (470-480 busbw, algbw ~275 of 450), and its NVLink 5
+figure from the B200 run of NVIDIA/nccl#1807 ("830+", algbw ~474 of 900: not twice Hopper's); NET_EFFICIENCY
+from "expect 46-48 GB/s per NDR NIC"; SHM_SHARE from the P2P-disabled A40/DGX runs. PCIE_P2P_SHARE and
+NIC_DISTANCE_SHARE are typical figures; the GH200 rows of NVIDIA/nccl#1579 check the NODE share (79.7 GB/s
+without GPUDirect RDMA, 96.1 with, over 4x 200G). The test prints each row.
 
 Known limits: NCCL's tree and NVLS-tree algorithms can beat the ring figure on two nodes (the GCP A3 Mega
 row is 1.7 times its NIC line rate), VMs may lack NVLS, and PCIe host-memory paths vary a lot by platform.
@@ -54,18 +50,19 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from functools import cache
 
 from gputopo.api.nodetopology import LinkKind, LinkState
-from gputopo.topology.bandwidth import nvlink_generation, pcie_generation, pcie_x16_gbps
+from gputopo.topology.bandwidth import c2c_gbps, nvlink_generation, pcie_generation, pcie_x16_gbps
 from gputopo.topology.memo import Memo, SharedTable, Table
-from gputopo.topology.model import Nic, Topology, TopologyError
+from gputopo.topology.model import PCIE_LEVELS, Topology, TopologyError
+from gputopo.topology.nccl import DEFAULT_NCCL, NcclSettings, NicPath, nic_path
 
 __all__ = [
     "NET_EFFICIENCY",
     "NIC_DISTANCE_SHARE",
     "NVLINK_RING_EFFICIENCY",
     "NVLS_ALGBW_EFFICIENCY",
+    "NVLS_ALGBW_EFFICIENCY_NVLINK5",
     "PCIE_P2P_SHARE",
     "SHM_SHARE",
     "UNKNOWN_NIC_RATE_GBPS",
@@ -73,10 +70,8 @@ __all__ = [
     "TopologyTables",
     "clear_shared_tables",
     "estimate_node",
+    "gpu_mask",
     "hop_gbps",
-    "inter_node_bandwidth",
-    "inter_node_part",
-    "nic_assignment",
     "nvlink_fabric",
     "topology_tables",
 ]
@@ -87,6 +82,8 @@ __all__ = [
 NVLINK_RING_EFFICIENCY = 0.78
 # NVLink SHARP all-reduce algbw as a share of the per-direction NVLink bandwidth (H100: ~272 of 450 GB/s).
 NVLS_ALGBW_EFFICIENCY = 0.605
+# The same on NVLink 5 (B200: "830+" busbw on eight GPUs, NVIDIA/nccl#1807: algbw ~474 of 900 GB/s).
+NVLS_ALGBW_EFFICIENCY_NVLINK5 = 0.527
 # PCIe P2P ring hop (through PCIe switches only) as a share of the x16 rate per direction.
 PCIE_P2P_SHARE: dict[LinkKind, float] = {LinkKind.PIX: 0.72, LinkKind.PXB: 0.68}
 # Host-memory (SHM) ring hop as a share of the x16 rate: beyond PXB, or with P2P off.
@@ -105,7 +102,6 @@ NIC_DISTANCE_SHARE: dict[LinkKind, float] = {
 # A NIC whose rate nobody reported (nvidia-smi text does not say it).
 UNKNOWN_NIC_RATE_GBPS = 100.0
 
-_LEVELS = (LinkKind.PIX, LinkKind.PXB, LinkKind.PHB, LinkKind.NODE, LinkKind.SYS)
 _EXACT_CUT_TABLE_GPUS = 12
 
 
@@ -135,6 +131,9 @@ class TopologyTables:
         gens = [nvlink_generation(g) for g in topology.gpus]
         self.per_link = [g.per_link_gbps for g in gens]
         self.nvls = [g.nvls for g in gens]
+        self.nvls_efficiency = [
+            NVLS_ALGBW_EFFICIENCY_NVLINK5 if g.version >= 5 else NVLS_ALGBW_EFFICIENCY for g in gens
+        ]
         self.pcie = [pcie_generation(g) for g in topology.gpus]
         self.hop = [[0.0] * n for _ in range(n)]
         self.direct = [[0.0] * n for _ in range(n)]  # direct NVLink GB/s per direction
@@ -175,7 +174,11 @@ class TopologyTables:
         self.nvlink_dominates = min(nv_hops, default=0.0) >= max(other_hops, default=0.0)
         self.best_hop = [max(row) if n > 1 else 0.0 for row in self.hop]
         self.local = [
-            max(NVLINK_RING_EFFICIENCY * own_nvlink[i], PCIE_P2P_SHARE[LinkKind.PIX] * pcie_x16_gbps(self.pcie[i]))
+            max(
+                NVLINK_RING_EFFICIENCY * own_nvlink[i],
+                PCIE_P2P_SHARE[LinkKind.PIX] * pcie_x16_gbps(self.pcie[i]),
+                c2c_gbps(topology.gpus[i]),
+            )
             for i in range(n)
         ]
         # Exact min cuts on small nodes without NVSwitch; elsewhere the weakest single GPU's cut bounds
@@ -188,6 +191,8 @@ class TopologyTables:
         self._pair_sums: dict[int, float] = {0: 0.0}
         self._capacities: dict[int, list[list[float]]] = {}
         self._bits: dict[int, tuple[int, ...]] = {}
+        self._nic_paths: dict[NcclSettings, tuple[tuple[NicPath, ...], ...]] = {}
+        self._nearest: dict[int, tuple[int, ...]] = {}
         self.memo = Memo()  # derived views of this content (group rankings)
 
     def bits(self, mask: int) -> tuple[int, ...]:
@@ -245,7 +250,7 @@ class TopologyTables:
             bw, a, b = min((self.switch[a][b], a, b) for x, a in enumerate(bits) for b in bits[x + 1 :])
             best = (best[0], "switch-ring", (a, b))
             if all(self.nvls[i] for i in bits):
-                nvls = NVLS_ALGBW_EFFICIENCY * bw * 2 * (k - 1) / k
+                nvls = min(self.nvls_efficiency[i] for i in bits) * bw * 2 * (k - 1) / k
                 if nvls > best[0]:
                     best = (nvls, "switch-nvls", (a, b))
         return BusBandwidth(best[0], self._describe(best[1], best[2], bits))
@@ -375,13 +380,32 @@ class TopologyTables:
 
     # -- NICs -----------------------------------------------------------------------------------------------
 
+    def paths(self, settings: NcclSettings) -> tuple[tuple[NicPath, ...], ...]:
+        """``paths[g][j]``: how GPU g reaches NIC j under these NCCL settings."""
+        found = self._nic_paths.get(settings)
+        if found is None:
+            nics = self.topology.nics
+            found = self._nic_paths[settings] = tuple(
+                tuple(nic_path(gpu, nic, settings) for nic in nics) for gpu in self.topology.gpus
+            )
+        return found
+
     def nearest(self, gpu: int) -> tuple[int, ...]:
-        """Indices of the Up NICs at this GPU's nearest distance."""
-        up = [j for j, nic in enumerate(self.topology.nics) if nic.up]
-        if not up:
-            return ()
-        level = min(_LEVELS.index(self.topology.nics[j].distance(gpu)) for j in up)
-        return tuple(j for j in up if _LEVELS.index(self.topology.nics[j].distance(gpu)) == level)
+        """Indices of the Up compute NICs NCCL counts as this GPU's own: every one at its nearest path type.
+
+        NCCL's ``ncclTopoGetLocal``: the nearest path type (a NIC on a Grace GPU's own Grace is P2C, nearer
+        than a PHB/NODE or SYS NIC), ties kept, so channels spread over all of them. Storage and front-end
+        NICs are never rails. The order does not depend on the NCCL version.
+        """
+        found = self._nearest.get(gpu)
+        if found is None:
+            nics = self.topology.nics
+            row = self.paths(DEFAULT_NCCL)[gpu]
+            rails = [j for j, nic in enumerate(nics) if nic.up and nic.compute]
+            keys = {j: (row[j].path.rank, PCIE_LEVELS.index(row[j].distance)) for j in rails}
+            best = min(keys.values(), default=None)
+            found = self._nearest[gpu] = tuple(j for j in rails if keys[j] == best)
+        return found
 
 
 # Tables shared by topologies with equal content (the 10,000 nodes of a cluster are a handful of node types,
@@ -395,9 +419,12 @@ _OWN: Table[None, TopologyTables] = Table("estimator tables")
 def _content(topology: Topology) -> Hashable:
     """Everything the estimator and the group ranking read from a topology."""
     return (
-        tuple((g.model, g.nvlink_version, g.pcie_generation, g.health, g.numa_node) for g in topology.gpus),
+        tuple(
+            (g.model, g.nvlink_version, g.pcie_generation, g.health, g.numa_node, g.c2c_links, g.c2c_gbps)
+            for g in topology.gpus
+        ),
         tuple((key, link.kind, link.nvlinks, link.state) for key, link in sorted(topology.links.items())),
-        tuple((n.name, n.state, n.rate_gbps, n.affinity) for n in topology.nics),
+        tuple((n.name, n.state, n.rate_gbps, n.affinity, n.role, n.numa_node) for n in topology.nics),
     )
 
 
@@ -415,7 +442,8 @@ def topology_tables(topology: Topology) -> TopologyTables:
     return tables
 
 
-def _mask(topology: Topology, gpus: Sequence[int]) -> int:
+def gpu_mask(topology: Topology, gpus: Sequence[int]) -> int:
+    """The bit set of the GPUs, checked: each on the node, none twice, at least one."""
     mask = 0
     for g in gpus:
         if not 0 <= g < topology.gpu_count:
@@ -430,89 +458,7 @@ def _mask(topology: Topology, gpus: Sequence[int]) -> int:
 
 def estimate_node(topology: Topology, gpus: Sequence[int]) -> BusBandwidth:
     """Estimated all-reduce bus bandwidth of one node's GPU set (GB/s) and its bottleneck."""
-    return topology_tables(topology).estimate(_mask(topology, gpus))
-
-
-# -- inter-node -----------------------------------------------------------------------------------------------
-
-
-def _nic_rate(nic: Nic, override: float | None) -> float:
-    if override is not None:
-        return override
-    return nic.rate_gbps or UNKNOWN_NIC_RATE_GBPS
-
-
-def nic_assignment(
-    topology: Topology, gpus: Sequence[int], nic_rate_gbps: float | None = None
-) -> tuple[float, dict[int, int]]:
-    """The GB/s the GPUs push off the node through their nearest Up NICs, and which GPU drives which NIC.
-
-    A maximum-weight matching of GPUs to NICs (each GPU only to the Up NICs at its nearest distance);
-    GPUs left unmatched share a NIC another GPU already drives and add nothing.
-    """
-    tables = topology_tables(topology)
-    nics = topology.nics
-    order = list(gpus)
-    weights: list[list[tuple[int, float]]] = []
-    for g in order:
-        cap = NET_EFFICIENCY * pcie_x16_gbps(tables.pcie[g])
-        cands = []
-        for j in tables.nearest(g):
-            nic = nics[j]
-            share = NIC_DISTANCE_SHARE.get(nic.distance(g), 0.6)
-            cands.append((j, min(_nic_rate(nic, nic_rate_gbps) / 8 * NET_EFFICIENCY * share, cap)))
-        weights.append(cands)
-
-    @cache
-    def best(i: int, used: int) -> tuple[float, tuple[int, ...]]:
-        if i == len(order):
-            return 0.0, ()
-        skip_value, skip_rest = best(i + 1, used)
-        choice: tuple[float, tuple[int, ...]] = (skip_value, (-1, *skip_rest))
-        for j, w in weights[i]:
-            if used >> j & 1:
-                continue
-            value, rest = best(i + 1, used | 1 << j)
-            if value + w > choice[0] + 1e-9:
-                choice = (value + w, (j, *rest))
-        return choice
-
-    total, picks = best(0, 0)
-    best.cache_clear()
-    return total, {g: j for g, j in zip(order, picks, strict=True) if j >= 0}
-
-
-def _host_network(topology: Topology, gpus: Sequence[int], nic_rate_gbps: float | None) -> float:
-    rates = [_nic_rate(n, nic_rate_gbps) for n in topology.nics]
-    rate = min(rates) if rates else (nic_rate_gbps or UNKNOWN_NIC_RATE_GBPS)
-    tables = topology_tables(topology)
-    cap = min(NET_EFFICIENCY * pcie_x16_gbps(tables.pcie[g]) for g in gpus)
-    return min(rate / 8 * NET_EFFICIENCY * NIC_DISTANCE_SHARE[LinkKind.SYS], cap)
-
-
-def inter_node_part(topology: Topology, gpus: Sequence[int], nic_rate_gbps: float | None) -> tuple[float, str]:
-    total, picks = nic_assignment(topology, gpus, nic_rate_gbps)
-    if not picks:
-        value = _host_network(topology, gpus, nic_rate_gbps)
-        return value, f"no Up RDMA NIC: host network ({value:.1f} GB/s)"
-    used = sorted(set(picks.values()))
-    rates = sorted({_nic_rate(topology.nics[j], nic_rate_gbps) for j in used})
-    rate_text = "/".join(f"{r:g}" for r in rates)
-    names = ",".join(topology.nics[j].name for j in used)
-    guessed = nic_rate_gbps is None and any(not topology.nics[j].rate_gbps for j in used)
-    note = f", rate unknown: {UNKNOWN_NIC_RATE_GBPS:g} Gb/s assumed" if guessed else ""
-    return total, f"{len(used)} NIC(s) x {rate_text} Gb/s ({names}{note}): {total:.1f} GB/s"
-
-
-def inter_node_bandwidth(topology: Topology, gpus: Sequence[int], nic_rate_gbps: float | None = None) -> BusBandwidth:
-    """What one node's GPU set pushes off the node (GB/s) in a multi-node gang, before oversubscription.
-
-    The per-node inter-node part of ``estimate_gang``: its gang figure is the minimum over members of
-    ``estimate_node`` and this value divided by the tier's oversubscription.
-    """
-    _mask(topology, gpus)
-    value, what = inter_node_part(topology, list(gpus), nic_rate_gbps)
-    return BusBandwidth(value, what)
+    return topology_tables(topology).estimate(gpu_mask(topology, gpus))
 
 
 def nvlink_fabric(topology: Topology, gpus: Sequence[int]) -> tuple[float, bool]:
@@ -524,6 +470,6 @@ def nvlink_fabric(topology: Topology, gpus: Sequence[int]) -> tuple[float, bool]
     NVLink domain.
     """
     node = topology_tables(topology)
-    bits = node.bits(_mask(topology, gpus))
+    bits = node.bits(gpu_mask(topology, gpus))
     gbps = min(max(node.switch[g]) if node.n > 1 else 0.0 for g in bits)
     return gbps, all(node.nvls[g] for g in bits)

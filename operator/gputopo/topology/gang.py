@@ -30,11 +30,12 @@ from gputopo.topology.estimate import (
     NVLINK_RING_EFFICIENCY,
     BusBandwidth,
     estimate_node,
-    inter_node_part,
     nvlink_fabric,
 )
 from gputopo.topology.fabric import fabric_health
 from gputopo.topology.model import Topology, TopologyError
+from gputopo.topology.nccl import DEFAULT_NCCL, NcclSettings
+from gputopo.topology.rails import inter_node_part
 
 __all__ = [
     "DEGRADED_FABRIC_SHARE",
@@ -119,8 +120,10 @@ def _intra(group: _Group, members: Sequence[Member]) -> tuple[float, str]:
     return value, f"intra-domain {group.name}: {k} GPUs on {nodes} nodes over NVLink ({gbps:.0f} GB/s per GPU), {how}"
 
 
-def _inter(group: _Group, members: Sequence[Member], nic_rate_gbps: float | None) -> tuple[float, str]:
-    parts = [inter_node_part(members[r][0], members[r][1], nic_rate_gbps) for r in group.ranks]
+def _inter(
+    group: _Group, members: Sequence[Member], nic_rate_gbps: float | None, settings: NcclSettings
+) -> tuple[float, str]:
+    parts = [inter_node_part(members[r][0], members[r][1], nic_rate_gbps, settings) for r in group.ranks]
     if len(parts) == 1:
         return parts[0][0], f"{group.name}: {parts[0][1]}"
     total = sum(value for value, _ in parts)
@@ -133,12 +136,14 @@ def estimate_gang(
     oversubscription: float = 1.0,
     nic_rate_gbps: float | None = None,
     domains: Sequence[str] | None = None,
+    settings: NcclSettings = DEFAULT_NCCL,
 ) -> BusBandwidth:
     """Estimated bus bandwidth of a gang spread over nodes: one ``(topology, gpus)`` member per node.
 
     ``domains[i]`` is member i's multi-node NVLink domain ('' for none); members of one domain talk over
     NVLink, everything else over the NICs (see the module's text). One member is ``estimate_node``.
-    ``nic_rate_gbps`` replaces every NIC's rate (Gb/s); ``oversubscription`` divides the NIC part.
+    ``nic_rate_gbps`` replaces every NIC's rate (Gb/s); ``oversubscription`` divides the NIC part;
+    ``settings`` is the NCCL the job runs (its version decides GPUDirect RDMA on Grace).
     """
     if not members:
         raise TopologyError("a gang needs at least one member")
@@ -152,7 +157,9 @@ def estimate_gang(
         if len(members) == 1:
             return estimate_node(*members[0])
         return BusBandwidth(*worst_intra)
-    inter_value, inter_what = min((_inter(g, members, nic_rate_gbps) for g in groups), key=lambda part: part[0])
+    inter_value, inter_what = min(
+        (_inter(g, members, nic_rate_gbps, settings) for g in groups), key=lambda part: part[0]
+    )
     inter_value /= oversubscription
     if oversubscription != 1.0:
         inter_what += f", ÷ {oversubscription:g} tier oversubscription"

@@ -43,11 +43,13 @@ def _status_of(document: Any) -> NodeTopologyStatus | None:
     return None
 
 
-def read_topology_text(text: str, *, gpu_model: str | None = None, fmt: str = "auto") -> Topology:
+def read_topology_text(
+    text: str, *, gpu_model: str | None = None, fmt: str = "auto", c2c: bool | None = None
+) -> Topology:
     """A topology from text that is NodeTopology YAML/JSON or ``nvidia-smi topo -m`` output.
 
     ``fmt`` is ``auto`` (YAML when the text is a NodeTopology document, else nvidia-smi), ``yaml`` or
-    ``nvidia-smi``.
+    ``nvidia-smi``. ``c2c`` says whether a matrix's GPUs reach a Grace CPU over NVLink-C2C (None: inferred).
     """
     if fmt not in ("auto", "yaml", "nvidia-smi"):
         raise TopologyError(f"unknown topology format {fmt!r} (auto, yaml or nvidia-smi)")
@@ -66,7 +68,7 @@ def read_topology_text(text: str, *, gpu_model: str | None = None, fmt: str = "a
         if status is None and fmt == "yaml":
             raise TopologyError("not a NodeTopology document (no status, gpus or links)")
     if status is None:
-        return parse_nvidia_smi(text, gpu_model=gpu_model)
+        return parse_nvidia_smi(text, gpu_model=gpu_model, c2c=c2c)
     topology = from_status(status)
     if gpu_model:
         topology = with_gpu_model(topology, gpu_model)

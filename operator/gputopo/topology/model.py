@@ -85,6 +85,8 @@ class Gpu:
     architecture: str = ""
     memory_mib: int = 0
     pci_bus_id: str = ""
+    # The NUMA node of the CPU the GPU hangs off (nvidia-smi's "NUMA Affinity"; on Grace, its Grace's node),
+    # never a Grace GPU's own memory node ("GPU NUMA ID"): a NIC on the same node is on the GPU's own Grace.
     numa_node: int | None = None
     pcie_generation: int = 0
     pcie_width: int = 0
@@ -160,10 +162,14 @@ class Nic:
 
 @dataclass(frozen=True, slots=True)
 class SystemFacts:
+    """Node-wide facts; ``assumptions`` says what a reading had to assume where its source is silent (a Grace
+    matrix says neither which NICs are compute rails nor, when every cell is SYS, which Grace a NIC is on)."""
+
     driver_version: str = ""
     cuda_driver_version: str = ""
     nvswitch: bool = False
     gpudirect_rdma: bool = False
+    assumptions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

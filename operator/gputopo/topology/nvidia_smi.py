@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gputopo.api.nodetopology import LinkKind, LinkState
 from gputopo.topology.bandwidth import MAX_NVLINKS_PER_GPU, gpu_spec
@@ -58,6 +58,7 @@ _PCIE_CELLS: dict[str, LinkKind] = {
 _NV_CELL = re.compile(r"NV(\d+)")
 _GPU_LABEL = re.compile(r"GPU(\d+)")
 _NIC_LEGEND = re.compile(r"\s*(NIC\d+)\s*:\s*(\S+)\s*")
+_CUT_SHORT = "nvidia-smi topo -m output is cut short"
 _P2P_CELLS = frozenset({"OK", "CNS", "GNS", "TNS", "NS", "U", "DR", "NA"})
 # Header words that start the non-device columns; multi-word column names as nvidia-smi spells them.
 _EXTRA_START = frozenset({"CPU", "NUMA", "GPU", "AFFINITY", "ID"})
@@ -125,7 +126,7 @@ def _read_row(block: _Block, label: str, tokens: list[str], line_no: int) -> Non
     cells = tokens[1 : 1 + n_dev]
     if len(cells) < n_dev:
         raise NvidiaSmiParseError(
-            line_no, tokens[-1], f"row {label} ends after {len(cells)} of {n_dev} cells (truncated matrix?)"
+            line_no, tokens[-1], f"{_CUT_SHORT}: the {label} row has {len(cells)} of {n_dev} device columns"
         )
     if not block.rows and any(c in _P2P_CELLS for c in cells):
         block.p2p = True
@@ -170,7 +171,7 @@ def _blocks(text: str) -> list[_Block]:
                 missing = next(d for d in current.devices if d not in current.rows)
                 found = raw.strip() or "an empty line"
                 raise NvidiaSmiParseError(
-                    number, label, f"expected the row for {missing}, found {found!r} (truncated matrix?)"
+                    number, label, f"{_CUT_SHORT}: expected the row for {missing}, found {found!r}"
                 )
             _read_row(current, label, tokens, number)
             continue
@@ -184,7 +185,7 @@ def _blocks(text: str) -> list[_Block]:
                 current.nic_legend[legend.group(1)] = legend.group(2)
     if current is not None and len(current.rows) < len(current.devices):
         missing = next(d for d in current.devices if d not in current.rows)
-        raise NvidiaSmiParseError(max(len(lines), 1), "", f"input ends before the row for {missing} (truncated matrix)")
+        raise NvidiaSmiParseError(max(len(lines), 1), "", f"{_CUT_SHORT}: it ends before the row for {missing}")
     return blocks
 
 
@@ -225,7 +226,69 @@ def _cpu_sets(block: _Block, gpu_labels: list[str]) -> list[str]:
     return found
 
 
-def _topology(block: _Block, gpu_model: str | None) -> Topology:
+def _extra(block: _Block, label: str, name: str) -> str | None:
+    """The row's cell in the named non-device column, None when the row has none."""
+    for column, token in zip(block.extras, block.affinity.get(label, []), strict=False):
+        if column == name:
+            return token
+    return None
+
+
+def _grace(block: _Block, gpu_labels: list[str], gpu_model: str | None, c2c: bool | None) -> str:
+    """Why the GPUs are taken to reach a Grace CPU over NVLink-C2C ('' when they are not).
+
+    Stated (``c2c``), a Grace GPU model, or, with no model named, a ``GPU NUMA ID`` for every GPU: only GPUs
+    whose memory is a NUMA node of their CPU have one (it can also be N/A on a Grace system, so pass the model).
+    """
+    if c2c is not None:
+        return "stated" if c2c else ""
+    spec = gpu_spec(gpu_model or "")
+    if spec is not None:
+        return f"GPU model {gpu_model}" if spec.c2c_links else ""
+    ids = [_extra(block, label, "GPU NUMA ID") for label in gpu_labels]
+    if gpu_labels and all(i is not None and i.isdigit() for i in ids):
+        return "GPU NUMA IDs " + ",".join(str(i) for i in ids)
+    return ""
+
+
+def _gpu_span(gpus: list[int]) -> str:
+    if len(gpus) > 1 and gpus == list(range(gpus[0], gpus[-1] + 1)):
+        return f"GPU{gpus[0]}-{gpus[-1]}"
+    return ",".join(f"GPU{g}" for g in gpus)
+
+
+def _nic_span(names: list[str]) -> str:
+    return ",".join(names) if len(names) <= 2 else f"{names[0]}..{names[-1]}"
+
+
+def _grace_nics(gpus: list[Gpu], nics: list[Nic], assumptions: list[str]) -> list[Nic]:
+    """On a Grace node whose matrix shows every NIC SYS to every GPU (GB200 trays do), nothing says which
+    Grace a NIC hangs off: they are spread over the GPUs' NUMA nodes in order, evenly, as GB200 trays are built."""
+    graces = list(dict.fromkeys(g.numa_node for g in gpus if g.numa_node is not None))
+    unplaced = [j for j, nic in enumerate(nics) if all(k is LinkKind.SYS for k in nic.affinity)]
+    if not unplaced or not graces:
+        if unplaced:
+            assumptions.append(
+                f"every NIC is SYS to every GPU and the GPUs' NUMA nodes are not shown: no NIC is taken as "
+                f"on a GPU's own Grace ({len(unplaced)} NICs without GPUDirect RDMA)"
+            )
+        return nics
+    placed = list(nics)
+    share = -(-len(unplaced) // len(graces))
+    parts = []
+    for k, numa in enumerate(graces):
+        mine = unplaced[k * share : (k + 1) * share]
+        if not mine:
+            continue
+        for j in mine:
+            placed[j] = replace(nics[j], numa_node=numa)
+        owners = [g.index for g in gpus if g.numa_node == numa]
+        parts.append(f"{_nic_span([nics[j].name for j in mine])} on the Grace of {_gpu_span(owners)} (NUMA {numa})")
+    assumptions.append("every NIC is SYS to every GPU; taken as " + "; ".join(parts))
+    return placed
+
+
+def _topology(block: _Block, gpu_model: str | None, c2c: bool | None = None) -> Topology:
     n = block.gpu_count
     gpu_labels = block.devices[:n]
     nic_labels = block.devices[n:]
@@ -259,19 +322,31 @@ def _topology(block: _Block, gpu_model: str | None) -> Topology:
         built.append(Link(a, b, kind, count, state))
     gpus = []
     cpu_sets = _cpu_sets(block, list(gpu_labels))
+    grace = _grace(block, list(gpu_labels), gpu_model, c2c)
+    c2c_links = (spec.c2c_links if spec is not None and spec.c2c_links else 1) if grace else 0
     for i, label in enumerate(gpu_labels):
+        numa = _numa(block.affinity.get(label, []), block.extras, cpu_sets)
+        numa_cell = _extra(block, label, "NUMA Affinity")
+        if grace and numa is None and numa_cell is not None and re.match(r"\d+,", numa_cell):
+            numa = int(numa_cell.split(",")[0])  # Grace: its CPU's node, then the GPU memory's own nodes
         gpus.append(
             Gpu(
                 index=i,
                 model=gpu_model or "",
                 architecture=spec.architecture if spec else "",
-                numa_node=_numa(block.affinity.get(label, []), block.extras, cpu_sets),
+                numa_node=numa,
                 nvlink_version=spec.nvlink.version if spec and spec.nvlink else 0,
+                c2c_links=c2c_links,
             )
         )
-    nics = []
+    assumptions: list[str] = []
+    if grace:
+        assumptions.append(f"{_gpu_span(list(range(n)))} reach their Grace CPU by NVLink-C2C ({grace})")
+        if spec is None or not spec.c2c_gbps:
+            assumptions.append("GPU model not named: NVLink-C2C bandwidth taken as a Grace Blackwell GPU's")
+    nics: list[Nic] = []
     for j, label in enumerate(nic_labels):
-        affinity = []
+        affinity: list[LinkKind] = []
         for label_gpu in gpu_labels:
             cell = cells[label_gpu][n + j]
             assert cell is not None
@@ -281,25 +356,41 @@ def _topology(block: _Block, gpu_model: str | None) -> Topology:
         if near is not None and affinity[near] is not LinkKind.SYS:
             numa = gpus[near].numa_node
         nics.append(Nic(name=block.nic_legend.get(label, label), numa_node=numa, affinity=tuple(affinity)))
-    return Topology.build(gpus, built, nics, SystemFacts(nvswitch=nvswitch))
+    if grace and nics:
+        nics = _grace_nics(gpus, nics, assumptions)
+        assumptions.append(f"NIC roles not stated: all {len(nics)} NICs taken as compute rails")
+    system = SystemFacts(nvswitch=nvswitch, assumptions=tuple(assumptions))
+    return Topology.build(gpus, built, nics, system)
 
 
-def parse_nvidia_smi_all(text: str, *, gpu_model: str | None = None) -> list[Topology]:
-    """Every ``topo -m`` matrix in the text, in order (``topo -p2p`` matrices are skipped)."""
-    topologies = [_topology(b, gpu_model) for b in _blocks(text) if not b.p2p]
+def parse_nvidia_smi_all(text: str, *, gpu_model: str | None = None, c2c: bool | None = None) -> list[Topology]:
+    """Every ``topo -m`` matrix in the text, in order (``topo -p2p`` matrices are skipped).
+
+    ``c2c`` states whether the GPUs reach a Grace CPU over NVLink-C2C; None infers it (see ``_grace``).
+    """
+    topologies = [_topology(b, gpu_model, c2c) for b in _blocks(text) if not b.p2p]
     if not topologies:
         lines = text.splitlines()
+        for number, line in enumerate(lines, start=1):
+            if line.split()[:2] == ["GPU0", "X"]:
+                raise NvidiaSmiParseError(
+                    number,
+                    "GPU0",
+                    f"{_CUT_SHORT}: the matrix starts at the GPU0 row, with no header line naming its columns",
+                )
         first = next((ln.split()[0] for ln in lines if ln.split()), "")
         raise NvidiaSmiParseError(1, first, "no `nvidia-smi topo -m` matrix: no header line starting with GPU0")
     return topologies
 
 
-def parse_nvidia_smi(text: str, *, gpu_model: str | None = None) -> Topology:
+def parse_nvidia_smi(text: str, *, gpu_model: str | None = None, c2c: bool | None = None) -> Topology:
     """The topology of the (first) ``nvidia-smi topo -m`` matrix in the text.
 
     ``gpu_model`` names the GPU, which the text does not; its NVLink generation sets the bandwidth.
+    ``c2c``: the GPUs reach a Grace CPU over NVLink-C2C (None: inferred from the model or the GPU NUMA IDs).
+    What the import had to assume is in ``topology.system.assumptions``.
     """
-    return parse_nvidia_smi_all(text, gpu_model=gpu_model)[0]
+    return parse_nvidia_smi_all(text, gpu_model=gpu_model, c2c=c2c)[0]
 
 
 def cell_text(topology: Topology, a: int, b: int) -> str:

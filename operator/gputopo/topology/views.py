@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gputopo.api.nodetopology import LinkKind
-from gputopo.topology.estimate import nic_assignment, topology_tables
+from gputopo.topology.estimate import topology_tables
 from gputopo.topology.memo import Table
 from gputopo.topology.model import PCIE_LEVELS, Nic, Topology
 
@@ -103,26 +103,18 @@ def interconnect_class(topology: Topology) -> str:
 
 
 def nearest_nics(topology: Topology, gpus: Sequence[int]) -> tuple[Nic, ...]:
-    """For each chosen GPU (in the order given) its nearest Up NIC, without repeats.
+    """The rails a worker on these GPUs is given (``NCCL_IB_HCA``): for each chosen GPU in the order given,
+    every Up compute NIC at its nearest path type (NCCL spreads channels over all of them), without repeats.
 
-    Where a GPU has several NICs at its nearest distance (a DGX A100 has two per PCIe switch), GPUs are
-    spread over them: the NICs are those of the matching the estimator uses; a GPU left without a NIC of
-    its own shares the least used of its nearest ones.
+    A DGX A100 GPU gets both NICs of its PCIe switch; a GB200 GPU the NICs of its own Grace; storage and
+    front-end NICs never.
     """
     tables = topology_tables(topology)
-    _, picks = nic_assignment(topology, gpus)
-    load: dict[int, int] = {j: 1 for j in picks.values()}
     chosen: list[int] = []
     for g in gpus:
-        j = picks.get(g)
-        if j is None:
-            nearest = tables.nearest(g)
-            if not nearest:
-                continue
-            j = min(nearest, key=lambda c: (load.get(c, 0), c))
-            load[j] = load.get(j, 0) + 1
-        if j not in chosen:
-            chosen.append(j)
+        for j in tables.nearest(g):
+            if j not in chosen:
+                chosen.append(j)
     return tuple(topology.nics[j] for j in chosen)
 
 

@@ -10,6 +10,7 @@ from probe_builders import fixture_files
 from gputopo.topology.model import Nic, Topology
 from gputopo_probe.discovery import discover
 from gputopo_probe.discovery.sysfs import Sysfs
+from gputopo_probe.errors import ProbeError
 from gputopo_probe.fake.node import FakeNode
 from gputopo_probe.nvml import Nvml
 from gputopo_probe.source import load_fake_topology
@@ -28,6 +29,10 @@ def test_there_are_fixtures() -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_round_trip(path: Path, tmp_path: Path) -> None:
+    if path.stem.endswith("-PARTIAL"):  # a matrix the importer refuses as cut short: nothing to probe
+        with pytest.raises(ProbeError, match="cut short"):
+            load_fake_topology(str(path))
+        return
     imported: Topology = load_fake_topology(str(path))
     node = FakeNode(path.stem, imported, sysfs_root=tmp_path / "sys")
     found = discover(Nvml(node.nvml), Sysfs(node.sysfs_root)).topology

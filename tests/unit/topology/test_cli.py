@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from topo_builders import fixture_names
+from topo_builders import fixture_names, refused_fixture_names
 from typer.testing import CliRunner
 
 from gputopo.api.nodetopology import NodeTopology
@@ -33,7 +33,11 @@ def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
 
 @pytest.mark.parametrize("name", fixture_names(), ids=lambda n: n.removesuffix(".txt"))
 def test_show_json_for_every_fixture(fixtures: Path, name: str) -> None:
-    code, out, _ = run("topo", "show", str(fixtures / name), "--json")
+    code, out, err = run("topo", "show", str(fixtures / name), "--json")
+    if name in refused_fixture_names():
+        assert code == 2 and out == ""
+        assert len(err.strip().splitlines()) == 1 and "cut short" in err
+        return
     assert code == 0
     doc = json.loads(out)
     t = parse_nvidia_smi(fixture_text(name))
@@ -200,3 +204,51 @@ def test_topo_show_names_the_multi_node_nvlink_domain(tmp_path: Path) -> None:
     assert code == 0 and "Multi-node NVLink domain: 0c7a1f52-3b6e-4d2a-9f00-000000000007.3 (Healthy)" in out
     code, out, _ = run("topo", "show", "gb200-tray", "--json")
     assert code == 0 and json.loads(out)["multi_node_nvlink"] is None
+
+
+GRACE_TRAY = """\
+\tGPU0\tGPU1\tGPU2\tGPU3\tNIC0\tNIC1\tNIC2\tNIC3\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
+GPU0\t X \tNV18\tNV18\tNV18\tSYS\tSYS\tSYS\tSYS\t0-71\t0\t\t2
+GPU1\tNV18\t X \tNV18\tNV18\tSYS\tSYS\tSYS\tSYS\t0-71\t0\t\t10
+GPU2\tNV18\tNV18\t X \tNV18\tSYS\tSYS\tSYS\tSYS\t72-143\t1\t\t18
+GPU3\tNV18\tNV18\tNV18\t X \tSYS\tSYS\tSYS\tSYS\t72-143\t1\t\t26
+NIC0\tSYS\tSYS\tSYS\tSYS\t X \tSYS\tSYS\tSYS
+NIC1\tSYS\tSYS\tSYS\tSYS\tSYS\t X \tSYS\tSYS
+NIC2\tSYS\tSYS\tSYS\tSYS\tSYS\tSYS\t X \tSYS
+NIC3\tSYS\tSYS\tSYS\tSYS\tSYS\tSYS\tSYS\t X
+"""
+
+
+def test_show_prints_what_a_grace_import_assumed(tmp_path: Path) -> None:
+    tray = tmp_path / "tray.txt"
+    tray.write_text(GRACE_TRAY)
+    code, out, _ = run("topo", "show", str(tray), "--json")
+    assert code == 0
+    assumed = json.loads(out)["assumptions"]
+    assert assumed[0] == "GPU0-3 reach their Grace CPU by NVLink-C2C (GPU NUMA IDs 2,10,18,26)"
+    assert assumed[-1] == "NIC roles not stated: all 4 NICs taken as compute rails"
+    code, out, _ = run("topo", "show", str(tray))
+    assert code == 0 and "Assumed:" in out and "NIC roles not stated" in out
+    code, out, _ = run("topo", "show", str(tray), "--no-c2c", "--json")
+    assert code == 0 and json.loads(out)["assumptions"] == []
+
+
+@pytest.mark.parametrize(
+    ("version", "busbw"), [("2.25.1", 112.8), ("2.27.3", 188.0), ("2.30.7", 188.0)], ids=["2.25", "2.27.3", "2.30"]
+)
+def test_estimate_json_on_a_grace_tray_per_nccl_version(tmp_path: Path, version: str, busbw: float) -> None:
+    tray = tmp_path / "tray.txt"
+    tray.write_text(GRACE_TRAY)
+    args = ["estimate", "--topology", str(tray), "--gpu-model", "NVIDIA GB200", "--nodes", "3"]
+    code, out, _ = run(*args, "--nic-rate-gbps", "400", "--nccl-version", version, "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["busbw_GBps"] == pytest.approx(busbw)
+    assert "NIC roles not stated: all 4 NICs taken as compute rails" in doc["assumptions"]
+
+
+def test_estimate_refuses_a_bad_nccl_version(tmp_path: Path) -> None:
+    tray = tmp_path / "tray.txt"
+    tray.write_text(GRACE_TRAY)
+    code, _, err = run("estimate", "--topology", str(tray), "--nccl-version", "latest")
+    assert code == 2 and "not an NCCL version" in err

@@ -111,11 +111,53 @@ EXPECTED: dict[str, Expect] = {
         tuple(f"mlx5_{i}" for i in range(8)),
         nic_nearest={f"mlx5_{i}": (i,) for i in range(8)},
     ),
+    # NVLink not detected in this VM boot: read as printed, two GPUs over SYS.
+    "azure-nc80adis-h100-v5-2gpu-nvlink-missing.txt": Expect(
+        2, 1, nv_all(2, 0), 1, "pcie", ("NIC0",), pcie="SYS", nic_nearest={"NIC0": (0,)}
+    ),
+    "gb200-aws-4gpu-gpu-only-numa-0-1.txt": Expect(4, 0, nv_all(4, 18), 4, "nvswitch"),
+}
+
+# Posted matrices cut short: refused, with the line and what is missing.
+REFUSED: dict[str, tuple[int, str]] = {
+    "b200-8gpu-gpu2-nvlink-lost-12nic-PARTIAL.txt": (
+        3,
+        "nvidia-smi topo -m output is cut short: the matrix starts at the GPU0 row, with no header line naming "
+        "its columns",
+    ),
+    "gb200-tray-4gpu-6nic-all-sys-PARTIAL.txt": (
+        8,
+        "nvidia-smi topo -m output is cut short: the GPU3 row has 5 of 10 device columns",
+    ),
 }
 
 
 def test_every_fixture_has_expectations() -> None:
-    assert sorted(EXPECTED) == fixture_names()
+    assert sorted([*EXPECTED, *REFUSED]) == fixture_names()
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED), ids=lambda n: n.removesuffix(".txt"))
+def test_cut_short_fixture_is_refused_in_one_line(name: str) -> None:
+    line, reason = REFUSED[name]
+    with pytest.raises(NvidiaSmiParseError) as caught:
+        parse_nvidia_smi_all(fixture_text(name))
+    assert caught.value.line == line and caught.value.reason == reason
+    assert "\n" not in str(caught.value)
+
+
+def test_azure_pair_without_nvlink_reads_as_printed() -> None:
+    t = parse_nvidia_smi(fixture_text("azure-nc80adis-h100-v5-2gpu-nvlink-missing.txt"), gpu_model="NVIDIA H100 NVL")
+    assert t.link(0, 1).kind is LinkKind.SYS and t.nvlinks(0, 1) == 0
+    assert [g.numa_node for g in t.gpus] == [0, 1] and t.nics[0].numa_node == 0
+    assert not any(g.c2c for g in t.gpus) and t.system.assumptions == ()
+
+
+def test_gb200_aws_tray_is_a_grace_tray() -> None:
+    # One space between GPU0 and GPU1 in the header: columns are read by token, never by width.
+    t = parse_nvidia_smi(fixture_text("gb200-aws-4gpu-gpu-only-numa-0-1.txt"))
+    assert all(g.c2c for g in t.gpus) and [g.numa_node for g in t.gpus] == [0, 0, 1, 1]
+    assert t.system.nvswitch and not t.nics
+    assert t.system.assumptions[0] == "GPU0-3 reach their Grace CPU by NVLink-C2C (GPU NUMA IDs 2,10,18,26)"
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared/ is not beside the repository")

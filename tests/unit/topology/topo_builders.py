@@ -68,3 +68,25 @@ def fixture_names() -> list[str]:
     """The ``nvidia-smi topo -m`` fixture files shipped with the package, sorted."""
     folder = resources.files("gputopo.topology").joinpath("fixtures", "nvidia-smi")
     return sorted(entry.name for entry in folder.iterdir() if entry.name.endswith(".txt"))
+
+
+def refused_fixture_names() -> list[str]:
+    """The shipped fixtures the importer refuses (posted matrices cut short), sorted."""
+    from gputopo.topology import NvidiaSmiParseError, parse_nvidia_smi_all
+    from gputopo.topology.catalog import fixture_text
+
+    refused = []
+    for name in fixture_names():
+        try:
+            parse_nvidia_smi_all(fixture_text(name))
+        except NvidiaSmiParseError:
+            refused.append(name)
+    return refused
+
+
+def without_c2c(topology: Topology) -> Topology:
+    """The topology with no GPU's NVLink-C2C facts (for round trips through a status that may not carry them)."""
+    from dataclasses import replace
+
+    gpus = tuple(replace(g, c2c_links=0, c2c_gbps=0.0) for g in topology.gpus)
+    return Topology(gpus, topology.links, topology.nics, topology.system)
