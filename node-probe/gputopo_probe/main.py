@@ -103,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--proc-root",
         default="/proc",
-        help="the host's /proc, whose 1/net/route says which NIC carries the default route (a front-end port)",
+        help="the host's /proc, whose 1/net/route says which NIC carries the default route (a front-end port); "
+        "empty: not read",
     )
     p.add_argument("--compute-nics", default="", metavar="REGEX", help="NICs (whole name) that are compute rails")
     p.add_argument("--storage-nics", default="", metavar="REGEX", help="NICs (whole name) that are storage ports")

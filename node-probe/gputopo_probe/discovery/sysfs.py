@@ -94,9 +94,10 @@ class NicPort:
 
 
 class Sysfs:
-    def __init__(self, root: str | Path = "/sys", proc_root: str | Path = "/proc") -> None:
+    def __init__(self, root: str | Path = "/sys", proc_root: str | Path | None = "/proc") -> None:
+        """``proc_root`` None or '': no route table to read (the default route is then unknown)."""
         self.root = Path(root)
-        self.proc_root = Path(proc_root)
+        self.proc_root = Path(proc_root) if proc_root else None
 
     def _read(self, path: Path) -> str:
         try:
@@ -198,6 +199,8 @@ class Sysfs:
 
     def default_route_devices(self) -> frozenset[str] | None:
         """The network devices the host's default routes leave through; None when the route table is unreadable."""
+        if self.proc_root is None:
+            return None
         net = self.proc_root / "1" / "net"
         try:
             route = self._read(net / "route")

@@ -12,6 +12,7 @@ from gputopo.api.nodetopology import NicRole
 from gputopo.topology.model import Topology
 from gputopo_probe.discovery import discover
 from gputopo_probe.discovery.c2c import C2c, read_c2c
+from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.fake.grace import gb200, gb300, gh200
 from gputopo_probe.fake.node import FakeNode
 from gputopo_probe.fake.nvml import C2C_FIELDS
@@ -133,3 +134,22 @@ def test_settings_name_roles(tmp_path: Path) -> None:
     rules = NicRoleRules.parse(compute="mlx5_5", storage="mlx5_[23]")
     found = discover(Nvml(node.nvml), node.reader(), rules).topology
     assert [n.role for n in found.nics] == [C, C, S, S, F, C]
+
+
+def test_a_default_route_through_a_bond_marks_its_slave(tmp_path: Path) -> None:
+    """The route names the bond; the NIC's own network device is a slave of it (``master``)."""
+    node = _node(tmp_path, gb200())
+    net = tmp_path / "sys" / "class" / "net"
+    (net / "bond0").mkdir()
+    (net / "en-mlx5_5" / "master").symlink_to(net / "bond0")
+    route = node.sysfs.proc_root / "1" / "net" / "route"
+    route.write_text(route.read_text().replace("en-mlx5_4", "bond0"))
+    found = discover(Nvml(node.nvml), node.reader()).topology
+    assert [n.name for n in found.nics if n.default_route] == ["mlx5_5"]
+    assert [n.role for n in found.nics][4:] == [S, F]
+
+
+def test_no_proc_root_reads_no_route(tmp_path: Path) -> None:
+    node = _node(tmp_path, gh200())
+    assert Sysfs(node.sysfs_root, None).default_route_devices() is None
+    assert node.reader().default_route_devices() == {"en-mlx5_4"}
