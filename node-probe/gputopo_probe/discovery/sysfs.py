@@ -3,7 +3,7 @@ procfs, which network devices carry the default route.
 
 Every path is under ``root`` (``/sys`` on a node, a temporary tree in tests) or ``proc_root``, so the same code
 reads both. The route table is PID 1's (``<proc_root>/1/net/route``): the host's, also from a pod that is not
-on the host network but has the host's ``/proc`` mounted.
+on the host network but has the host's ``/proc/1/net`` mounted.
 """
 
 from __future__ import annotations
@@ -185,9 +185,14 @@ class Sysfs:
         for name in own:
             while name and name not in out:  # a bond's slave, a bridge's port: the route names the upper one
                 out.append(name)
-                master = self.root / "class" / "net" / name / "master"
-                name = os.path.basename(os.readlink(master)) if master.is_symlink() else ""
+                name = self._master(name)
         return tuple(out)
+
+    def _master(self, netdev: str) -> str:
+        try:
+            return os.path.basename(os.readlink(self.root / "class" / "net" / netdev / "master"))
+        except OSError:
+            return ""
 
     def _pci_id(self, device_dir: Path) -> tuple[int, int] | None:
         try:
