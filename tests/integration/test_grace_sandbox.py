@@ -1,6 +1,6 @@
 """A GB300 sandbox (``--profile gb300``): fake GB300 trays publish, through the real probe code and a real
 kube-apiserver, each GPU's NVLink-C2C with the NICs on its own Grace, and each NIC's role and default route.
-The module brings up its own small sandbox (four trays of one rack)."""
+The module brings up its own small sandboxes (four GB300 trays of one rack; two GH200 nodes)."""
 
 from __future__ import annotations
 
@@ -46,3 +46,15 @@ def test_every_tray_publishes_c2c_and_nic_roles(trays: SandboxHandle) -> None:
         topology = from_status(NodeTopologyStatus.model_validate(raw))
         assert [n.name for n in topology.nics if n.role is NicRole.COMPUTE] == [f"mlx5_{i}" for i in range(4)]
         assert all(g.c2c_links == 5 for g in topology.gpus)
+
+
+def test_gh200_nodes_publish_four_equidistant_rails() -> None:
+    with running_sandbox(NAME.replace("-gb300", "-gh200"), nodes=2, profile="gh200") as handle:
+        for node in handle.nodes:
+            raw = handle.get_json("nodetopology", node)["status"]
+            (gpu,) = raw["gpus"]
+            assert gpu["c2c"] == {"links": 10, "bandwidthGBps": 900.0, "nics": [f"mlx5_{i}" for i in range(5)]}
+            assert [(n["role"], n["defaultRoute"]) for n in raw["nics"]] == [("Compute", False)] * 4 + [
+                ("FrontEnd", True)
+            ]
+            assert {a["kind"] for n in raw["nics"] for a in n["gpuAffinity"]} == {"NODE"}
