@@ -17,7 +17,6 @@ import yaml
 
 from gputopo.topology.fabric import with_fabric
 from gputopo.topology.model import Topology
-from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.errors import ProbeError
 from gputopo_probe.fake.allocation import AllocationMode, FakeAllocator
 from gputopo_probe.fake.dra import FakeDraDriver
@@ -90,7 +89,7 @@ def build_member(
     fake = FakeNode(spec.node, topology, faults=faults)
     probe = Probe(
         Nvml(fake.nvml),
-        Sysfs(fake.sysfs_root),
+        fake.reader(),
         down_after=down_after,
         up_after=up_after,
         xid_thread=False,  # a thousand event threads would be absurd: events are drained each poll

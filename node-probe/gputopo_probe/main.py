@@ -23,6 +23,7 @@ from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.errors import ApiError, ProbeError
 from gputopo_probe.nvml import Nvml, translate
 from gputopo_probe.probe import Probe, to_yaml
+from gputopo_probe.roles import NicRoleRules
 from gputopo_probe.runner import DEFAULT_CONFIRM_S
 
 if TYPE_CHECKING:
@@ -99,6 +100,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--gpu-model", default=None)
     p.add_argument("--sysfs-root", default="/sys")
+    p.add_argument(
+        "--proc-root",
+        default="/proc",
+        help="the host's /proc, whose 1/net/route says which NIC carries the default route (a front-end port); "
+        "empty: not read",
+    )
+    p.add_argument("--compute-nics", default="", metavar="REGEX", help="NICs (whole name) that are compute rails")
+    p.add_argument("--storage-nics", default="", metavar="REGEX", help="NICs (whole name) that are storage ports")
+    p.add_argument("--front-end-nics", default="", metavar="REGEX", help="NICs (whole name) that are front-end ports")
     p.add_argument("--pod-resources-socket", default="/var/lib/kubelet/pod-resources/kubelet.sock")
     _common(p)
     _kubelet_fakes(p)
@@ -153,24 +163,27 @@ def _labelled_topology(args: argparse.Namespace, node: str) -> str:
 
 def run_single(args: argparse.Namespace) -> int:
     node = args.node_name or socket.gethostname()
+    rules = NicRoleRules.parse(args.compute_nics, args.storage_nics, args.front_end_nics)
     fake: FakeNode | None = None
     if args.fake:
         from gputopo_probe.source import load_fake_topology
 
         source = _labelled_topology(args, node) if args.fake_topology_label else args.fake
         fake = _fake(node, load_fake_topology(source, args.gpu_model), args.fault_dir)
-        nvml, sysfs = Nvml(fake.nvml), Sysfs(fake.sysfs_root)
+        nvml, sysfs = Nvml(fake.nvml), fake.reader()
     else:
-        nvml, sysfs = _real_nvml(), Sysfs(args.sysfs_root)
+        nvml, sysfs = _real_nvml(), Sysfs(args.sysfs_root, args.proc_root)
     try:
         if args.once and args.print:
-            probe = Probe(nvml, sysfs, xid_thread=False, before_poll=fake.sync_faults if fake else None)
+            probe = Probe(
+                nvml, sysfs, xid_thread=False, before_poll=fake.sync_faults if fake else None, nic_rules=rules
+            )
             print(to_yaml(node, probe.poll().status()), end="")
             probe.close()
             return 0
         from gputopo_probe.service import serve_single
 
-        return serve_single(args, node, nvml, sysfs, fake)
+        return serve_single(args, node, nvml, sysfs, fake, nic_rules=rules)
     finally:
         if fake is not None:
             fake.close()

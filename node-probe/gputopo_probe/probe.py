@@ -19,6 +19,7 @@ from gputopo_probe.discovery import Inventory, discover
 from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.health.monitor import GpuDetail, HealthMonitor, Transition
 from gputopo_probe.nvml import Nvml
+from gputopo_probe.roles import NicRoleRules
 from gputopo_probe.status import build_status
 
 __all__ = ["PodSource", "Poll", "Probe", "to_yaml"]
@@ -71,6 +72,7 @@ class Probe:
         quiet: Callable[[], bool] | None = None,
         pods: PodSource | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        nic_rules: NicRoleRules | None = None,
     ) -> None:
         self.nvml, self.sysfs = nvml, sysfs
         self.before_poll = before_poll
@@ -80,7 +82,7 @@ class Probe:
         self.clock = clock
         # The inventory is what the node has when whole; faults present at start are applied after it, so
         # the first polls report them as Down rather than as links the node never had.
-        self.inventory: Inventory = discover(nvml, sysfs)
+        self.inventory: Inventory = discover(nvml, sysfs, nic_rules)
         if before_poll:
             before_poll()
         self.monitor = HealthMonitor(

@@ -13,6 +13,7 @@ from gputopo_probe.probe import PodSource, Probe
 from gputopo_probe.publish.kube import Kube, load_api_client
 from gputopo_probe.publish.publisher import Publisher
 from gputopo_probe.publish.server import Metrics, ProbeServer, parse_listen
+from gputopo_probe.roles import NicRoleRules
 from gputopo_probe.runner import Member, Runner
 
 if TYPE_CHECKING:
@@ -45,7 +46,15 @@ def serve(runner: Runner, listen: str) -> int:
     return 0
 
 
-def serve_single(args: argparse.Namespace, node: str, nvml: Nvml, sysfs: Sysfs, fake: FakeNode | None) -> int:
+def serve_single(
+    args: argparse.Namespace,
+    node: str,
+    nvml: Nvml,
+    sysfs: Sysfs,
+    fake: FakeNode | None,
+    *,
+    nic_rules: NicRoleRules | None = None,
+) -> int:
     kube = Kube(load_api_client(args.kubeconfig))
     pods: PodSource | None = None
     watch: PodWatch | None = None
@@ -67,6 +76,7 @@ def serve_single(args: argparse.Namespace, node: str, nvml: Nvml, sysfs: Sysfs, 
         up_after=args.up_after,
         before_poll=fake.sync_faults if fake else None,
         pods=pods,
+        nic_rules=nic_rules,
     )
     discovered = probe.inventory.topology
     if fake is not None and args.fake_allocation == "dra":

@@ -4,6 +4,7 @@ Skipped, with the reason, where NVML cannot be initialised (no driver, no GPU)."
 
 from __future__ import annotations
 
+import platform
 from itertools import combinations
 
 import pynvml
@@ -59,3 +60,65 @@ def test_every_gpu_has_the_dra_drivers_device_name(device_count: int) -> None:
     print(names)
     assert sorted(names.values()) == list(range(device_count))
     assert all(name.startswith("gpu-") and name[4:].isdigit() for name in names)
+
+
+def _x86() -> bool:
+    return platform.machine() in ("x86_64", "AMD64")
+
+
+def _raw_c2c(handle: object) -> dict[str, object]:
+    """What NVML itself answers for C2C, each call's error kept as text: printed for whoever reads the run."""
+    raw: dict[str, object] = {}
+    try:
+        raw["isC2cEnabled"] = int(pynvml.nvmlDeviceGetC2cModeInfoV(handle).isC2cEnabled)
+    except (pynvml.NVMLError, AttributeError) as error:
+        raw["isC2cEnabled"] = f"error: {error}"
+    try:
+        (count,) = pynvml.nvmlDeviceGetFieldValues(handle, [(pynvml.NVML_FI_DEV_C2C_LINK_COUNT, 0)])
+        raw["linkCount"] = (int(count.nvmlReturn), int(count.value.uiVal))
+    except pynvml.NVMLError as error:
+        raw["linkCount"] = f"error: {error}"
+    return raw
+
+
+def test_c2c_and_fabric_read_without_error(device_count: int) -> None:
+    """C2C and fabric info through the probe's readers: on a GPU without NVLink-C2C (an H200 or any x86 server's
+    GPU) no C2C and no exception; fabric info is read or None, and published the same way."""
+    from gputopo.topology import to_status
+    from gputopo.topology.model import Gpu, Topology
+    from gputopo_probe.discovery.c2c import read_c2c
+    from gputopo_probe.discovery.fabric import read_fabric
+    from gputopo_probe.nvml import Nvml
+
+    pynvml.nvmlInit()
+    try:
+        nvml = Nvml(pynvml)
+        for index in range(device_count):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            name = pynvml.nvmlDeviceGetName(handle)
+            c2c = read_c2c(nvml, handle)
+            fabric = read_fabric(nvml, handle)
+            print(f"GPU{index} {name}: raw C2C {_raw_c2c(handle)} -> {c2c}; fabric {fabric}")
+            assert c2c.links >= 0 and c2c.gbps >= 0 and (c2c.gbps > 0) == (c2c.links > 0)
+            if _x86():
+                assert c2c.links == 0, "an x86 host's GPU has no NVLink-C2C to its CPU"
+            gpu = Gpu(index, model=str(name), c2c_links=c2c.links, c2c_gbps=c2c.gbps, fabric=fabric)
+            status = to_status(Topology.build([gpu], [])).gpus[0]
+            assert (status.c2c is None) == (c2c.links == 0)
+            assert (status.fabric is None) == (fabric is None)
+            if fabric is not None:
+                assert status.fabric is not None and status.fabric.state == fabric.state
+                print(f"GPU{index} published fabric: {status.fabric.to_api()}")
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def test_published_nics_have_roles(device_count: int, capsys: pytest.CaptureFixture[str]) -> None:
+    """Whatever RDMA NICs the server has are published with a role decided from sysfs (none is fine)."""
+    assert main(["--once", "--print", "--node-name", "real-gpu-node"]) == 0
+    status = NodeTopology.model_validate(yaml.safe_load(capsys.readouterr().out)).status
+    with capsys.disabled():
+        print({n.name: (n.link_layer, n.rate_gbps, n.numa_node, n.role, n.default_route) for n in status.nics})
+        print({g.index: g.c2c for g in status.gpus})
+    if _x86():
+        assert all(g.c2c is None for g in status.gpus)

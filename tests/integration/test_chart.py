@@ -107,6 +107,21 @@ def test_fake_mode_drops_the_nvidia_runtime() -> None:
     assert "NVIDIA_VISIBLE_DEVICES" not in {e["name"] for e in spec["containers"][0]["env"]}
 
 
+def test_nic_roles_and_the_host_route_table() -> None:
+    spec = find(render(), "DaemonSet")["spec"]["template"]["spec"]
+    assert "--proc-root=/host/proc" in spec["containers"][0]["args"]
+    mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
+    assert mounts["host-net"] == {"name": "host-net", "mountPath": "/host/proc/1/net", "readOnly": True}
+    assert {v["name"]: v.get("hostPath", {}).get("path") for v in spec["volumes"]}["host-net"] == "/proc/1/net"
+    assert not any(a.startswith("--compute-nics") for a in spec["containers"][0]["args"])
+
+    named = render("--set", "probe.nicRoles.compute=mlx5_[0-3]", "--set", "probe.hostNetPath=")
+    spec = find(named, "DaemonSet")["spec"]["template"]["spec"]
+    args = spec["containers"][0]["args"]
+    assert "--compute-nics=mlx5_[0-3]" in args and "--proc-root=" in args
+    assert "host-net" not in {v["name"] for v in spec["volumes"]}
+
+
 def test_every_operator_setting_the_chart_writes_is_one_the_operator_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     """A misspelt key would be ignored by the operator (its settings ignore unknown variables), silently."""
     data = find(render("--set", "operator.config.placementsPerPass=16"), "ConfigMap", OPERATOR)["data"]
@@ -192,6 +207,7 @@ REFUSED = [
     ("log-format", ["--set", "operator.config.logFormat=xml"], "/operator/config/logFormat"),
     ("gpu-allocation", ["--set", "operator.config.gpuAllocation=mig"], "/operator/config/gpuAllocation"),
     ("bad-update-strategy", ["--set", "probe.updateStrategy.type=Recreate"], "/probe/updateStrategy/type"),
+    ("unknown-nic-role", ["--set", "probe.nicRoles.management=eth0"], "additional properties 'management' not allowed"),
     ("replicas-without-leader-election", ["--set", "operator.leaderElection.enabled=false"],
      "operator.replicas is 2 but operator.leaderElection.enabled is false"),
     ("probe-on-every-node", ["--set", "probe.nodeSelector=null"], "the probe would run on every node"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gputopo.topology.model import Gpu, SystemFacts
+from gputopo_probe.discovery.c2c import read_c2c
 from gputopo_probe.discovery.fabric import read_fabric
 from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.nvml import ARCHITECTURES, Nvml, normalise_bus_id
@@ -40,6 +41,7 @@ def read_gpu(nvml: Nvml, sysfs: Sysfs, index: int, handle: Any, nvlink_version: 
     if numa is None:  # Grace-class hosts, where the GPU itself is a NUMA node
         value = nvml.optional("nvmlDeviceGetNumaNodeId", handle, default=None)
         numa = value if isinstance(value, int) and value >= 0 else None
+    c2c = read_c2c(nvml, handle)
     return Gpu(
         index=index,
         uuid=_text(nvml.call("nvmlDeviceGetUUID", handle)),
@@ -52,6 +54,8 @@ def read_gpu(nvml: Nvml, sysfs: Sysfs, index: int, handle: Any, nvlink_version: 
         pcie_width=int(nvml.optional("nvmlDeviceGetMaxPcieLinkWidth", handle, default=0)),
         nvlink_version=nvlink_version,
         fabric=read_fabric(nvml, handle),
+        c2c_links=c2c.links,
+        c2c_gbps=c2c.gbps,
     )
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputopo.api.nodetopology import LinkKind, NicState
-from gputopo.topology.model import PCIE_LEVELS, Link, Nic, Topology, pair
+from gputopo.topology.model import PCIE_LEVELS, Gpu, Link, Nic, Topology, pair
 from gputopo_probe.discovery.gpus import read_gpu, read_system
 from gputopo_probe.discovery.nvlink import NvlinkPort, links_to, read_ports, switch_links
 from gputopo_probe.discovery.sysfs import NicPort, Sysfs
@@ -19,11 +19,12 @@ from gputopo_probe.nvml import (
     normalise_bus_id,
 )
 from gputopo_probe.pcie import PciPath, pcie_distance
+from gputopo_probe.roles import BLUEFIELD_PCI_IDS, NicFacts, NicRoleRules, nic_roles
 
 __all__ = ["Inventory", "NvlinkPort", "discover"]
 
 _P2P_OK = 0
-_RDMA_LINK_LAYERS = ("InfiniBand", "Ethernet")
+_RDMA_LINK_LAYERS = ("InfiniBand", "Ethernet", "")  # '': sysfs does not say; kept, with no role
 
 
 @dataclass
@@ -61,21 +62,43 @@ def _p2p_ok(nvml: Nvml, ha: Any, hb: Any, index: int) -> bool:
     return status == _P2P_OK
 
 
-def _nic(port: NicPort, gpu_paths: list[PciPath | None]) -> Nic:
-    affinity = [pcie_distance(port.pci, g) if port.pci and g else LinkKind.SYS for g in gpu_paths]
-    return Nic(
+def _facts(port: NicPort, gpu_paths: list[PciPath | None], routes: frozenset[str] | None) -> NicFacts:
+    known = [pcie_distance(port.pci, g) for g in gpu_paths if port.pci and g]
+    return NicFacts(
         name=port.name,
         link_layer=port.link_layer,
-        state=NicState.UP if port.active else NicState.DOWN,
-        rate_gbps=port.rate_gbps,
         numa_node=port.pci.numa_node if port.pci else None,
-        pci_bus_id=port.pci.device if port.pci else "",
-        affinity=tuple(affinity),
+        default_route=None if routes is None else any(d in routes for d in port.netdevs),
+        nearest_gpu=min(known, key=PCIE_LEVELS.index) if known else None,
+        bluefield=port.pci_id in BLUEFIELD_PCI_IDS,
     )
 
 
-def discover(nvml: Nvml, sysfs: Sysfs) -> Inventory:
-    """Walk NVML and sysfs once. Raises ``NvmlError`` only when NVML itself is unusable."""
+def _nics(sysfs: Sysfs, ports: list[NicPort], gpus: list[Gpu], rules: NicRoleRules | None) -> list[Nic]:
+    gpu_paths = [sysfs.pci_path(g.pci_bus_id) if g.pci_bus_id else None for g in gpus]
+    routes = sysfs.default_route_devices()
+    facts = [_facts(p, gpu_paths, routes) for p in ports]
+    roles = nic_roles(facts, (g.numa_node for g in gpus), rules)
+    return [
+        Nic(
+            name=port.name,
+            link_layer=port.link_layer,
+            state=NicState.UP if port.active else NicState.DOWN,
+            rate_gbps=port.rate_gbps,
+            numa_node=fact.numa_node,
+            pci_bus_id=port.pci.device if port.pci else "",
+            affinity=tuple(pcie_distance(port.pci, g) if port.pci and g else LinkKind.SYS for g in gpu_paths),
+            role=roles[port.name],
+            default_route=bool(fact.default_route),
+        )
+        for port, fact in zip(ports, facts, strict=True)
+    ]
+
+
+def discover(nvml: Nvml, sysfs: Sysfs, nic_rules: NicRoleRules | None = None) -> Inventory:
+    """Walk NVML and sysfs once. Raises ``NvmlError`` only when NVML itself is unusable.
+
+    ``nic_rules`` name NICs' roles where the cluster's operator set them (``gputopo_probe.roles``)."""
     count = int(nvml.call("nvmlDeviceGetCount"))
     handles = [nvml.call("nvmlDeviceGetHandleByIndex", i) for i in range(count)]
     bus_ids = [normalise_bus_id(nvml.call("nvmlDeviceGetPciInfo", h).busId) for h in handles]
@@ -115,8 +138,7 @@ def discover(nvml: Nvml, sysfs: Sysfs) -> Inventory:
     nic_ports = [
         p for p in (sysfs.nic_port(name) for name in sysfs.nic_names()) if p and p.link_layer in _RDMA_LINK_LAYERS
     ]
-    gpu_paths = [sysfs.pci_path(g.pci_bus_id) if g.pci_bus_id else None for g in gpus]
-    nics = [_nic(p, gpu_paths) for p in nic_ports]
+    nics = _nics(sysfs, nic_ports, gpus, nic_rules)
     system = read_system(nvml, nvswitch=any(switched), gpudirect_rdma=sysfs.gpudirect_rdma())
     topology = Topology.build(gpus, links, nics, system)
     return Inventory(topology, handles, architectures, ports, nic_ports, p2p_checked)

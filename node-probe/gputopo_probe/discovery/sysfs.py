@@ -1,6 +1,9 @@
-"""sysfs readers: PCI device paths and NUMA nodes, RDMA NICs under class/infiniband, GPUDirect RDMA.
+"""sysfs readers: PCI device paths and NUMA nodes, RDMA NICs under class/infiniband, GPUDirect RDMA; and from
+procfs, which network devices carry the default route.
 
-Every path is under ``root`` (``/sys`` on a node, a temporary tree in tests), so the same code reads both.
+Every path is under ``root`` (``/sys`` on a node, a temporary tree in tests) or ``proc_root``, so the same code
+reads both. The route table is PID 1's (``<proc_root>/1/net/route``): the host's, also from a pod that is not
+on the host network but has the host's ``/proc/1/net`` mounted.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ __all__ = [
     "NVSWITCH_PCI_CLASS",
     "NicPort",
     "Sysfs",
+    "default_route_devices",
     "parse_rate_gbps",
     "parse_state",
 ]
@@ -27,6 +31,31 @@ _GDR_MARKERS: Final = (
     "kernel/mm/memory_peers/nv_mem_nc/version",
     "module/nvidia_peermem/version",
 )
+
+
+def default_route_devices(route: str, ipv6_route: str = "") -> frozenset[str]:
+    """The devices of the default routes in ``/proc/net/route`` and ``/proc/net/ipv6_route`` text.
+
+    IPv4: destination and mask ``00000000``, the route up (flag 0x1). IPv6: destination ``::/0`` not on ``lo``
+    (where the kernel keeps its unreachable default).
+    """
+    devices: set[str] = set()
+    for line in route.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 8:
+            continue
+        iface, destination, flags, mask = fields[0], fields[1], fields[3], fields[7]
+        try:
+            up = int(flags, 16) & 0x1
+        except ValueError:
+            continue
+        if destination == "00000000" and mask == "00000000" and up:
+            devices.add(iface)
+    for line in ipv6_route.splitlines():
+        fields = line.split()
+        if len(fields) >= 10 and fields[1] == "00" and not fields[0].strip("0") and fields[9] != "lo":
+            devices.add(fields[9])
+    return frozenset(devices)
 
 
 def parse_state(text: str) -> str:
@@ -45,7 +74,7 @@ def parse_rate_gbps(text: str) -> float:
 
 @dataclass(frozen=True, slots=True)
 class NicPort:
-    """One RDMA device's first usable port as sysfs shows it."""
+    """One RDMA device's first usable port as sysfs shows it; ``link_layer`` is '' where sysfs does not say."""
 
     name: str
     port: int
@@ -54,6 +83,10 @@ class NicPort:
     rate_gbps: float
     link_layer: str
     pci: PciPath | None
+    netdevs: tuple[str, ...] = ()
+    """The device's network interfaces and the bonds or bridges above them (``master``), nearest first."""
+    pci_id: tuple[int, int] | None = None
+    """PCI (vendor, device) of the NIC's function, None where unreadable."""
 
     @property
     def active(self) -> bool:
@@ -61,8 +94,10 @@ class NicPort:
 
 
 class Sysfs:
-    def __init__(self, root: str | Path = "/sys") -> None:
+    def __init__(self, root: str | Path = "/sys", proc_root: str | Path | None = "/proc") -> None:
+        """``proc_root`` None or '': no route table to read (the default route is then unknown)."""
         self.root = Path(root)
+        self.proc_root = Path(proc_root) if proc_root else None
 
     def _read(self, path: Path) -> str:
         try:
@@ -135,9 +170,48 @@ class Sysfs:
             state=parse_state(self._read_or(pdir / "state", "0: NOP")),
             phys_state=parse_state(self._read_or(pdir / "phys_state", "0: Unknown")),
             rate_gbps=parse_rate_gbps(self._read_or(pdir / "rate", "0")),
-            link_layer=self._read_or(pdir / "link_layer", "InfiniBand"),
+            link_layer=self._read_or(pdir / "link_layer", ""),
             pci=self._path_of(base / "device"),
+            netdevs=self._netdevs(base / "device" / "net"),
+            pci_id=self._pci_id(base / "device"),
         )
+
+    def _netdevs(self, net_dir: Path) -> tuple[str, ...]:
+        try:
+            own = sorted(p.name for p in net_dir.iterdir())
+        except OSError:
+            return ()
+        out: list[str] = []
+        for name in own:
+            while name and name not in out:  # a bond's slave, a bridge's port: the route names the upper one
+                out.append(name)
+                name = self._master(name)
+        return tuple(out)
+
+    def _master(self, netdev: str) -> str:
+        try:
+            return os.path.basename(os.readlink(self.root / "class" / "net" / netdev / "master"))
+        except OSError:
+            return ""
+
+    def _pci_id(self, device_dir: Path) -> tuple[int, int] | None:
+        try:
+            return int(self._read(device_dir / "vendor"), 16), int(self._read(device_dir / "device"), 16)
+        except (SysfsError, ValueError):
+            return None
+
+    # -- routes ------------------------------------------------------------------------------------------------
+
+    def default_route_devices(self) -> frozenset[str] | None:
+        """The network devices the host's default routes leave through; None when the route table is unreadable."""
+        if self.proc_root is None:
+            return None
+        net = self.proc_root / "1" / "net"
+        try:
+            route = self._read(net / "route")
+        except SysfsError:
+            return None
+        return default_route_devices(route, self._read_or(net / "ipv6_route", ""))
 
     def nic_state(self, name: str, port: int) -> tuple[str, str] | None:
         """(state, phys_state) of one port; None when the device vanished. Read every poll: plain strings."""

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gputopo.api.nodetopology import LinkKind
 from gputopo.topology.model import Topology
+from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.fake.faults import FaultStore, NodeFaults
 from gputopo_probe.fake.nvml import FakeNvml
 from gputopo_probe.fake.pcitree import build_pci_tree
@@ -52,6 +53,10 @@ class FakeNode:
         self.sysfs = FakeSysfs(self.sysfs_root, topology, tree)
         self._applied = NodeFaults()
         self._xid_seq: dict[int, int] = {}
+
+    def reader(self) -> Sysfs:
+        """The probe's sysfs (and procfs) reader of this fake node's tree."""
+        return Sysfs(self.sysfs_root, self.sysfs.proc_root)
 
     def close(self) -> None:
         if self._own_root:

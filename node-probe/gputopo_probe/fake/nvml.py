@@ -23,7 +23,7 @@ from gputopo_probe.fake.pcitree import Device, PciTree
 from gputopo_probe.nvml import ARCHITECTURES
 from gputopo_probe.pcie import PciPath, pcie_distance
 
-__all__ = ["FakeDevice", "FakeNvml", "architecture_of", "nvml_bus_id"]
+__all__ = ["C2C_FIELDS", "FakeDevice", "FakeNvml", "architecture_of", "nvml_bus_id"]
 
 _LEVEL: Final = {LinkKind.PIX: 10, LinkKind.PXB: 20, LinkKind.PHB: 30, LinkKind.NODE: 40, LinkKind.SYS: 50}
 _NVLINK_ENUM: Final = {1: 1, 2: 2, 3: 4, 4: 6, 5: 7, 6: 8}
@@ -40,6 +40,9 @@ _MODEL_ARCH: Final = (
 _FI_STATE, _FI_RECOVERY_ACTION = 165, 230
 _FI_ERRORS: Final = (38, 45, 52, 59)  # CRC flit, CRC data, replay, recovery totals
 _FI_REPLAY: Final = 52
+_FI_C2C_COUNT, _FI_C2C_STATUS, _FI_C2C_MAX_BW = 170, 171, 172
+# Put in ``FakeNvml.unsupported`` to make the C2C field values answer NOT_SUPPORTED (the others still answer).
+C2C_FIELDS: Final = "nvmlDeviceGetFieldValues:C2C"
 _HOT_REASONS: Final = 0x20 | 0x40 | 0x8  # SW thermal, HW thermal, HW slowdown
 _TIMEOUT: Final = pynvml.NVML_ERROR_TIMEOUT
 
@@ -89,6 +92,8 @@ class FakeDevice:
     pci: Device
     nvlink_enum: int
     ports: list[_Port] = field(default_factory=list)
+    c2c_links: int = 0
+    c2c_link_mbps: int = 0  # per link, as NVML_FI_DEV_C2C_LINK_GET_MAX_BW gives it
 
 
 class _Value:
@@ -151,6 +156,8 @@ class FakeNvml:
             memory_mib=gpu.memory_mib or 81559,
             pci=tree.gpus[i],
             nvlink_enum=_NVLINK_ENUM.get(generation, 4),
+            c2c_links=gpu.c2c_links,
+            c2c_link_mbps=round(gpu.c2c_gbps * 1000 / gpu.c2c_links) if gpu.c2c_links else 0,
         )
 
     def _wire_nvlinks(self) -> None:
@@ -244,6 +251,13 @@ class FakeNvml:
     def nvmlDeviceGetNumaNodeId(self, handle: Any) -> int:  # noqa: N802
         raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)  # x86 hosts: GPUs are not NUMA nodes
 
+    def nvmlDeviceGetC2cModeInfoV(self, handle: Any) -> Any:  # noqa: N802
+        """A GPU without C2C answers NOT_SUPPORTED, as a PCIe GPU does."""
+        device = self._dev(handle, "nvmlDeviceGetC2cModeInfoV")
+        if not device.c2c_links:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return SimpleNamespace(isC2cEnabled=1)
+
     def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Any) -> int:  # noqa: N802
         arch = self._dev(handle, "nvmlDeviceGetMaxPcieLinkGeneration").arch
         return 5 if arch in (9, 10) else 4 if arch in (7, 8) else 3
@@ -304,10 +318,21 @@ class FakeNvml:
                 value = 0
             elif fid == _FI_RECOVERY_ACTION:
                 value = 1 if device.index in self.xid else 0  # GPU_RESET while an XID is pending
+            elif fid in (_FI_C2C_COUNT, _FI_C2C_STATUS, _FI_C2C_MAX_BW):
+                ret, value = self._c2c_field(device, fid, scope)
             else:
                 ret = pynvml.NVML_ERROR_NOT_SUPPORTED
             out.append(_Field(fid, scope, ret, value))
         return out
+
+    def _c2c_field(self, device: FakeDevice, fid: int, scope: int) -> tuple[int, int]:
+        if C2C_FIELDS in self.unsupported or not device.c2c_links:
+            return pynvml.NVML_ERROR_NOT_SUPPORTED, 0
+        if fid == _FI_C2C_COUNT:
+            return 0, device.c2c_links
+        if not 0 <= scope < device.c2c_links:
+            return pynvml.NVML_ERROR_INVALID_ARGUMENT, 0
+        return 0, 1 if fid == _FI_C2C_STATUS else device.c2c_link_mbps
 
     # -- PCIe and P2P --------------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from gputopo.api.conditions import Condition
 __all__ = [
     "FabricHealth",
     "FabricState",
+    "GpuC2c",
     "GpuFabric",
     "GpuHealth",
     "GpuHealthState",
@@ -148,6 +149,23 @@ class GpuHealth(StatusModel):
     reason: str = ""
 
 
+class GpuC2c(StatusModel):
+    """A Grace GPU's NVLink-C2C to its own Grace CPU (GH200, GB200, GB300), as NVML's C2C field values report it.
+
+    ``nics`` are the NICs on that CPU's PCIe, which the GPU reaches over C2C and then the CPU's root port: the
+    path NCCL calls P2C, where it uses GPUDirect RDMA (``NCCL_NET_GDR_C2C``). A NIC on the other Grace of a
+    tray is not listed: NCCL sees it at SYS.
+    """
+
+    links: int = Field(default=0, ge=0, description="C2C links up")
+    bandwidth_g_bps: float = Field(
+        default=0.0, ge=0, alias="bandwidthGBps", description="total C2C bandwidth of the links up, GB/s"
+    )
+    nics: list[str] = Field(
+        default_factory=list, description="names of the NICs on the GPU's own Grace CPU (NCCL path type P2C)"
+    )
+
+
 class GpuStatus(StatusModel):
     index: int = Field(ge=0)
     uuid: str = ""
@@ -160,6 +178,9 @@ class GpuStatus(StatusModel):
     nvlink: NvlinkInfo = Field(default_factory=NvlinkInfo)
     health: GpuHealth = Field(default_factory=GpuHealth)
     fabric: GpuFabric | None = None
+    c2c: GpuC2c | None = Field(
+        default=None, alias="c2c", description="NVLink-C2C to the GPU's own CPU; absent without C2C"
+    )
 
 
 class LinkStatus(StatusModel):
@@ -184,6 +205,11 @@ class NicStatus(StatusModel):
     numa_node: int | None = None
     pci_bus_id: str = ""
     gpu_affinity: list[NicAffinity] = Field(default_factory=list)
+    role: NicRole | None = Field(
+        default=None,
+        description="Compute (a rail NCCL uses), Storage or FrontEnd; absent where nothing said (counts as Compute)",
+    )
+    default_route: bool = Field(default=False, description="the node's default route leaves through this NIC")
 
 
 class NodeTopologyStatus(StatusModel):

@@ -285,12 +285,16 @@ class Sandbox:
         )  # fmt: skip
 
     def _create_nodes(self, plans: Sequence[NodePlan]) -> None:
-        from gputopo.topology.catalog import load_node_type
+        from gputopo_probe.errors import ProbeError
+        from gputopo_probe.source import load_fake_topology
 
         manifests = []
         farm: list[dict[str, Any]] = []
         for plan in plans:
-            topology = load_node_type(plan.node_type)
+            try:
+                topology = load_fake_topology(plan.node_type)
+            except ProbeError as error:
+                raise SandboxError(str(error)) from error
             manifests.append(node_manifest(plan, topology.gpu_count, topology.gpu_model))
             entry: dict[str, Any] = {
                 "node": plan.name,

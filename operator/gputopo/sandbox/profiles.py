@@ -3,8 +3,9 @@
 Nodes are laid out leaf by leaf: every tier-0 (leaf) switch holds ``leaf_size`` nodes of one node type, and
 ``leaves_per_spine`` leaves share a tier-1 (spine) switch — the shape of a rail-optimised GPU cluster, where a
 multi-node gang of one GPU model can stay under one leaf. A profile with ``domain_size`` groups that many
-consecutive nodes into one multi-node NVLink domain (an NVL72 rack of 18 GB200 trays): their fake GPUs
-report the rack's fabric info, as real ones do through NVML.
+consecutive nodes into one multi-node NVLink domain (an NVL72 rack of 18 GB200 or GB300 trays): their fake
+GPUs report the rack's fabric info, as real ones do through NVML. Node types are the probe's fake sources
+(``gputopo_probe.source``): the catalog's, and the Grace nodes of ``gputopo_probe.fake.grace``.
 """
 
 from __future__ import annotations
@@ -71,6 +72,21 @@ PROFILES: dict[str, Profile] = {
             leaves_per_spine=2,
             domain_size=18,
             description="GB200 NVL72 racks of 18 trays (4 racks with --nodes 72), two racks per leaf switch",
+        ),
+        Profile(
+            "gb300",
+            ("gb300",),
+            leaf_size=36,
+            leaves_per_spine=2,
+            domain_size=18,
+            description="GB300 NVL72 racks of 18 trays as the probe reads them: NVLink-C2C, 4 ConnectX-8 800G "
+            "rails and front-end ports per tray",
+        ),
+        Profile(
+            "gh200",
+            ("gh200",),
+            leaf_size=8,
+            description="GH200 nodes: one GPU on its Grace over NVLink-C2C, 4 InfiniBand rails and a front-end port",
         ),
     )
 }

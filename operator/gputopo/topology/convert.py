@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from gputopo.api.nodetopology import (
+    GpuC2c,
     GpuFabric,
     GpuHealth,
     GpuStatus,
@@ -24,6 +25,9 @@ from gputopo.topology.fabric import HEALTH_SUMMARY_NAMES, fabric_health, node_do
 from gputopo.topology.model import PCIE_LEVELS, Fabric, Gpu, Link, Nic, SystemFacts, Topology, TopologyError
 
 __all__ = ["from_status", "to_status"]
+
+# NIC-to-GPU distances that keep a NIC on the GPU's own CPU (its NUMA node): P2C for a C2C-attached GPU.
+_SAME_CPU = frozenset({LinkKind.PIX, LinkKind.PXB, LinkKind.PHB, LinkKind.NODE})
 
 
 def _active_links(topology: Topology, gpu: int) -> int:
@@ -74,6 +78,29 @@ def _fabric(status: GpuFabric | None) -> Fabric | None:
     )
 
 
+def _own_cpu_nics(topology: Topology, gpu: int) -> list[str]:
+    """The NICs on GPU ``gpu``'s own CPU: its NUMA node where both NUMA nodes are known, else no farther than NODE.
+
+    On a Grace GPU these are the NICs NCCL reaches over C2C then PCIe (P2C); the other Grace's are SYS.
+    """
+    numa = topology.gpus[gpu].numa_node
+    out = []
+    for nic in topology.nics:
+        if numa is not None and nic.numa_node is not None:
+            same = nic.numa_node == numa
+        else:
+            same = nic.distance(gpu) in _SAME_CPU
+        if same:
+            out.append(nic.name)
+    return out
+
+
+def _c2c_status(topology: Topology, gpu: Gpu) -> GpuC2c | None:
+    if not gpu.c2c:
+        return None
+    return GpuC2c(links=gpu.c2c_links, bandwidth_g_bps=gpu.c2c_gbps, nics=_own_cpu_nics(topology, gpu.index))
+
+
 def _domain_status(topology: Topology) -> NvlinkDomain | None:
     """The node's NVLink domain, or None when no GPU reports fabric info at all."""
     if all(g.fabric is None for g in topology.gpus):
@@ -102,6 +129,7 @@ def to_status(
             nvlink=NvlinkInfo(version=g.nvlink_version, active_links=_active_links(topology, g.index)),
             health=GpuHealth(state=g.health, reason=g.health_reason),
             fabric=_fabric_status(g.fabric),
+            c2c=_c2c_status(topology, g),
         )
         for g in topology.gpus
     ]
@@ -127,6 +155,8 @@ def to_status(
             numa_node=nic.numa_node,
             pci_bus_id=nic.pci_bus_id,
             gpu_affinity=[NicAffinity(gpu=g, kind=kind) for g, kind in enumerate(nic.affinity)],
+            role=nic.role,
+            default_route=nic.default_route,
         )
         for nic in topology.nics
     ]
@@ -150,7 +180,8 @@ def to_status(
 def from_status(status: NodeTopologyStatus) -> Topology:
     """The topology a NodeTopology status describes.
 
-    GPUs are ordered by index; a NIC's affinity to a GPU it does not list is SYS. Raises ``TopologyError``
+    GPUs are ordered by index; a NIC's affinity to a GPU it does not list is SYS. A GPU's C2C NICs are not read
+    back: they follow from the NICs' NUMA nodes and affinities. Raises ``TopologyError``
     when the status cannot be a topology (GPU indices not 0..n-1, a pair without a link, …).
     """
     ordered = sorted(status.gpus, key=lambda g: g.index)
@@ -169,6 +200,8 @@ def from_status(status: NodeTopologyStatus) -> Topology:
             health=g.health.state,
             health_reason=g.health.reason,
             fabric=_fabric(g.fabric),
+            c2c_links=g.c2c.links if g.c2c else 0,
+            c2c_gbps=g.c2c.bandwidth_g_bps if g.c2c else 0.0,
         )
         for g in ordered
     ]
@@ -199,6 +232,8 @@ def from_status(status: NodeTopologyStatus) -> Topology:
                 numa_node=ns.numa_node,
                 pci_bus_id=ns.pci_bus_id,
                 affinity=tuple(affinity) if n else (),
+                role=ns.role,
+                default_route=ns.default_route,
             )
         )
     system = SystemFacts(

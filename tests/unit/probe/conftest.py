@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from gputopo.topology.model import Topology
-from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.fake.faults import FaultStore
 from gputopo_probe.fake.node import FakeNode
 from gputopo_probe.nvml import Nvml
@@ -32,7 +31,7 @@ def fake_probe(tmp_path: Path) -> Iterator[ProbeFactory]:
         quiet = node.quiet if farm else None  # a farm reuses polls of hardware that reads as before
         probe = Probe(
             Nvml(node.nvml),
-            Sysfs(node.sysfs_root),
+            node.reader(),
             xid_thread=False,
             before_poll=node.sync_faults,
             quiet=quiet,

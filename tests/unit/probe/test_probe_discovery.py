@@ -11,7 +11,6 @@ from probe_builders import K, hgx, pairs_board, pcie_only
 from gputopo.api.nodetopology import NicState
 from gputopo.topology.model import Topology
 from gputopo_probe.discovery import discover
-from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.errors import GpuLostError, NvmlError, NvmlNotSupportedError
 from gputopo_probe.fake.node import FakeNode
 from gputopo_probe.nvml import P2P_CAPS_INDEX_READ, Nvml, translate
@@ -19,7 +18,7 @@ from gputopo_probe.nvml import P2P_CAPS_INDEX_READ, Nvml, translate
 
 def _discover(topology: Topology, tmp_path: Path, **kwargs: object) -> tuple[Topology, FakeNode]:
     node = FakeNode("n", topology, sysfs_root=tmp_path / "sys", **kwargs)  # type: ignore[arg-type]
-    return discover(Nvml(node.nvml), Sysfs(node.sysfs_root)).topology, node
+    return discover(Nvml(node.nvml), node.reader()).topology, node
 
 
 def _link_view(t: Topology) -> dict[tuple[int, int], tuple[K, int]]:
@@ -71,7 +70,7 @@ def test_invisible_nvlink_far_end_is_an_nvswitch(tmp_path: Path) -> None:
 def test_not_supported_degrades_one_field(call: str, check: object, tmp_path: Path) -> None:
     node = FakeNode("n", hgx(), sysfs_root=tmp_path / "sys")
     node.nvml.unsupported.add(call)
-    found = discover(Nvml(node.nvml), Sysfs(node.sysfs_root)).topology
+    found = discover(Nvml(node.nvml), node.reader()).topology
     assert check(found)  # type: ignore[operator]
     assert found.gpu_count == 8 and len(found.nics) == 8
 
@@ -79,7 +78,7 @@ def test_not_supported_degrades_one_field(call: str, check: object, tmp_path: Pa
 def test_pcie_level_not_supported_reads_as_sys(tmp_path: Path) -> None:
     node = FakeNode("n", pcie_only(), sysfs_root=tmp_path / "sys")
     node.nvml.unsupported.add("nvmlDeviceGetTopologyCommonAncestor")
-    found = discover(Nvml(node.nvml), Sysfs(node.sysfs_root)).topology
+    found = discover(Nvml(node.nvml), node.reader()).topology
     assert {link.kind for link in found.links.values()} == {K.SYS}
 
 
@@ -91,7 +90,7 @@ def test_nic_state_and_link_layer_filter(tmp_path: Path) -> None:
     odd = tmp_path / "sys" / "class" / "infiniband" / "ibp0" / "ports" / "1"
     odd.mkdir(parents=True)
     (odd / "link_layer").write_text("NVLink\n")
-    found = discover(Nvml(node.nvml), Sysfs(node.sysfs_root)).topology
+    found = discover(Nvml(node.nvml), node.reader()).topology
     assert [(n.name, n.state) for n in found.nics] == [("mlx5_0", NicState.DOWN)]
 
 
@@ -127,4 +126,4 @@ def test_a_lost_gpu_at_discovery_is_an_error(tmp_path: Path) -> None:
     node = FakeNode("n", pcie_only(), sysfs_root=tmp_path / "sys")
     node.nvml.lost.add(2)
     with pytest.raises(GpuLostError):
-        discover(Nvml(node.nvml), Sysfs(node.sysfs_root))
+        discover(Nvml(node.nvml), node.reader())

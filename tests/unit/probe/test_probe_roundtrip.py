@@ -9,7 +9,6 @@ from probe_builders import fixture_files
 
 from gputopo.topology.model import Nic, Topology
 from gputopo_probe.discovery import discover
-from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.errors import ProbeError
 from gputopo_probe.fake.node import FakeNode
 from gputopo_probe.nvml import Nvml
@@ -35,7 +34,7 @@ def test_round_trip(path: Path, tmp_path: Path) -> None:
         return
     imported: Topology = load_fake_topology(str(path))
     node = FakeNode(path.stem, imported, sysfs_root=tmp_path / "sys")
-    found = discover(Nvml(node.nvml), Sysfs(node.sysfs_root)).topology
+    found = discover(Nvml(node.nvml), node.reader()).topology
 
     assert found.gpu_count == imported.gpu_count
     assert {k: (v.kind, v.nvlinks, v.state) for k, v in found.links.items()} == {

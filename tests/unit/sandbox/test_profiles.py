@@ -6,12 +6,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gputopo.api.nodetopology import NicRole
 from gputopo.sandbox import SandboxError
 from gputopo.sandbox.binaries import find_binaries
 from gputopo.sandbox.nodes import KWOK_ANNOTATION, node_manifest
 from gputopo.sandbox.profiles import PROFILES, TIER0_LABEL, TIER1_LABEL, domain_fabric, plan_nodes
 from gputopo.topology.fabric import node_domain
-from gputopo_probe.farm import farm_topology, read_nodes_file
+from gputopo_probe.farm import FarmNode, farm_topology, read_nodes_file
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES), ids=str)
@@ -80,3 +81,17 @@ def test_missing_binaries_say_how_to_build_them(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("GPUTOPO_K8S_BIN", str(tmp_path))
     with pytest.raises(SandboxError, match=r"not built yet .*kube-apiserver.*build-k8s\.sh"):
         find_binaries()
+
+
+@pytest.mark.parametrize(
+    ("profile", "gpus", "racks"),
+    [("gb300", 4, {"rack-00": 18, "rack-01": 2}), ("gh200", 1, {"": 20})],
+    ids=["gb300", "gh200"],
+)
+def test_grace_profiles_have_c2c_and_nic_roles(profile: str, gpus: int, racks: dict[str, int]) -> None:
+    plans = plan_nodes(profile, 20)
+    assert Counter(p.nvlink_domain for p in plans) == racks
+    (node_type,) = {p.node_type for p in plans}
+    topology = farm_topology(FarmNode("n1", node_type))
+    assert topology.gpu_count == gpus and all(g.c2c for g in topology.gpus)
+    assert {n.role for n in topology.nics} >= {NicRole.COMPUTE, NicRole.FRONT_END}

@@ -82,11 +82,3 @@ def refused_fixture_names() -> list[str]:
         except NvidiaSmiParseError:
             refused.append(name)
     return refused
-
-
-def without_c2c(topology: Topology) -> Topology:
-    """The topology with no GPU's NVLink-C2C facts (for round trips through a status that may not carry them)."""
-    from dataclasses import replace
-
-    gpus = tuple(replace(g, c2c_links=0, c2c_gbps=0.0) for g in topology.gpus)
-    return Topology(gpus, topology.links, topology.nics, topology.system)
