@@ -26,8 +26,9 @@ from gputopo.placement.explain import intra_words, refusal
 from gputopo.placement.filters import filter_nodes
 from gputopo.placement.gang import NodeShare, assemble
 from gputopo.placement.groups import Candidate, NodeOffer, node_offer
-from gputopo.placement.nvlink_domains import in_domains, plan_on_domains
+from gputopo.placement.nvlink_domains import DomainView, domain_view, plan_on_domains
 from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable, plural
+from gputopo.topology.memo import Table
 
 __all__ = ["candidates", "intra_words", "place"]
 
@@ -36,20 +37,26 @@ _CLUSTER = "cluster"
 
 def candidates(snapshot: Snapshot, request: Request) -> tuple[list[list[Candidate]], tuple[str, ...]]:
     """Nodes that can take at least one worker, split into uniform sets (model, driver)."""
-    result = filter_nodes(snapshot.nodes, request)
+    nodes = snapshot.nodes
+    result = filter_nodes(nodes, request)
     sets: dict[tuple[str, str], list[Candidate]] = defaultdict(list)
     short = 0
+    k, intra, choice = request.gpus_per_worker, request.intra_node, request.gpu_choice
+    # Nodes of one class (topology object, used GPUs) share an offer and a model: look each class up once.
+    classes: dict[tuple[int, frozenset[int]], tuple[NodeOffer, str]] = {}
+    same_model, same_driver = request.same_model, request.same_driver
     for i in result.passed:
-        node = snapshot.nodes[i]
-        offer = node_offer(snapshot, node, request.gpus_per_worker, request.intra_node, request.gpu_choice)
-        if offer.capacity == 0:
+        node = nodes[i]
+        kind = (id(node.topology), node.used_gpus)
+        found = classes.get(kind)
+        if found is None:
+            offer = node_offer(snapshot, node, k, intra, choice)
+            found = classes[kind] = (offer, node.gpu_model if same_model else "")
+        offer, model = found
+        if not offer.groups:
             short += 1
             continue
-        key = (
-            node.gpu_model if request.same_model else "",
-            node.driver_version if request.same_driver else "",
-        )
-        sets[key].append(Candidate(i, offer))
+        sets[model, node.driver_version if same_driver else ""].append(Candidate(i, offer))
     details = result.describe()
     if short:
         words = intra_words(request.intra_node)
@@ -57,6 +64,46 @@ def candidates(snapshot: Snapshot, request: Request) -> tuple[list[list[Candidat
         gpus = plural(request.gpus_per_worker, f"free healthy{words} GPU")
         details = (*details, f"{plural(short, 'node')} {lack} {gpus}")
     return list(sets.values()), details
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A snapshot's candidates for one gang shape, and the NVLink domains of each set that lies in them."""
+
+    sets: list[list[Candidate]]
+    details: tuple[str, ...]
+    views: tuple[DomainView | None, ...]
+
+
+# What of a request decides its candidates: the filters, the worker's GPUs and who picks them, uniformity.
+_Shape = tuple[object, ...]
+# Per snapshot (its own memo: candidates depend on which GPUs are used), per gang shape.
+_PREPARED: Table[_Shape, _Prepared] = Table("candidates by gang shape")
+
+
+def _shape(request: Request) -> _Shape:
+    return (
+        request.gpus_per_worker,
+        request.intra_node,
+        request.gpu_choice,
+        request.same_model,
+        request.same_driver,
+        request.gpu_model,
+        tuple(sorted(request.node_selector.items())),
+        request.affinity_terms,
+        request.tolerations,
+    )
+
+
+def _prepared(snapshot: Snapshot, request: Request) -> _Prepared:
+    table = snapshot.memo.table(_PREPARED)
+    shape = _shape(request)
+    found = table.get(shape)
+    if found is None:
+        sets, details = candidates(snapshot, request)
+        views = tuple(domain_view(snapshot, cands) for cands in sets)
+        found = table[shape] = _Prepared(sets, details, views)
+    return found
 
 
 def _values(offer: NodeOffer, factor: float) -> tuple[float, ...]:
@@ -306,12 +353,13 @@ def place(snapshot: Snapshot, request: Request) -> Placement | Unplaceable:
     unknown = snapshot.tiers.unknown_tiers(request.required_tier, request.preferred_tier)
     if unknown:
         return Unplaceable(unknown[0], unknown[1:])
-    sets, details = candidates(snapshot, request)
+    prepared = _prepared(snapshot, request)
+    sets, details = prepared.sets, prepared.details
     best: Placement | None = None
     domain_refusal: Unplaceable | None = None
-    for cands in sets:
-        if in_domains(snapshot, cands):
-            planned = plan_on_domains(snapshot, request, cands)
+    for cands, view in zip(sets, prepared.views, strict=True):
+        if view is not None:
+            planned = plan_on_domains(snapshot, request, view)
             if isinstance(planned, Unplaceable):
                 domain_refusal = domain_refusal or planned
                 continue

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import combinations
+from typing import NamedTuple
 
 from gputopo.api.trainingjob import IntraNode
 from gputopo.placement.scores import NodeScores, gpus_of
@@ -45,9 +46,9 @@ class NodeOffer:
         return tuple(self.scores.inter(sum(groups)) for groups in self.groups)
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A node (by snapshot index) that passed the filters, with what it offers the gang."""
+class Candidate(NamedTuple):
+    """A node (by snapshot index) that passed the filters, with what it offers the gang (a named tuple: a
+    decision makes one per node that passes, 25,000 on a large cluster)."""
 
     node: int
     offer: NodeOffer
