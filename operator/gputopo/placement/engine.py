@@ -35,16 +35,15 @@ __all__ = ["candidates", "intra_words", "place"]
 _CLUSTER = "cluster"
 
 
-def candidates(snapshot: Snapshot, request: Request) -> tuple[list[list[Candidate]], tuple[str, ...]]:
-    """Nodes that can take at least one worker, split into uniform sets (model, driver)."""
+def _candidate_sets(snapshot: Snapshot, request: Request) -> tuple[list[_NodeSet], tuple[str, ...]]:
     nodes = snapshot.nodes
     result = filter_nodes(nodes, request)
-    sets: dict[tuple[str, str], list[Candidate]] = defaultdict(list)
+    sets: dict[tuple[str, str], _NodeSet] = {}
     short = 0
     k, intra, choice = request.gpus_per_worker, request.intra_node, request.gpu_choice
+    same_model, same_driver = request.same_model, request.same_driver
     # Nodes of one class (topology object, used GPUs) share an offer and a model: look each class up once.
     classes: dict[tuple[int, frozenset[int]], tuple[NodeOffer, str]] = {}
-    same_model, same_driver = request.same_model, request.same_driver
     for i in result.passed:
         node = nodes[i]
         kind = (id(node.topology), node.used_gpus)
@@ -56,7 +55,12 @@ def candidates(snapshot: Snapshot, request: Request) -> tuple[list[list[Candidat
         if not offer.groups:
             short += 1
             continue
-        sets[model, node.driver_version if same_driver else ""].append(Candidate(i, offer))
+        key = (model, node.driver_version if same_driver else "")
+        target = sets.get(key)
+        if target is None:
+            target = sets[key] = _NodeSet([], [])
+        target.nodes.append(i)
+        target.offers.append(offer)
     details = result.describe()
     if short:
         words = intra_words(request.intra_node)
@@ -66,13 +70,32 @@ def candidates(snapshot: Snapshot, request: Request) -> tuple[list[list[Candidat
     return list(sets.values()), details
 
 
+def candidates(snapshot: Snapshot, request: Request) -> tuple[list[list[Candidate]], tuple[str, ...]]:
+    """Nodes that can take at least one worker, split into uniform sets (model, driver)."""
+    sets, details = _candidate_sets(snapshot, request)
+    return [s.candidates() for s in sets], details
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeSet:
+    """A uniform set of candidate nodes as two lists, their indices and their offers: one object per set, not
+    per node, until the generic planner asks for ``Candidate``s."""
+
+    nodes: list[int]
+    offers: list[NodeOffer]
+
+    def candidates(self) -> list[Candidate]:
+        return [Candidate(i, offer) for i, offer in zip(self.nodes, self.offers, strict=True)]
+
+
 @dataclass(frozen=True, slots=True)
 class _Prepared:
-    """A snapshot's candidates for one gang shape, and the NVLink domains of each set that lies in them."""
+    """A snapshot's candidates for one gang shape: per uniform set, the summary of its NVLink domains when it
+    lies in them, else its candidates (a domain set places or refuses in its own words, so nothing else
+    reads its candidates)."""
 
-    sets: list[list[Candidate]]
+    sets: tuple[tuple[DomainView | None, list[Candidate]], ...]
     details: tuple[str, ...]
-    views: tuple[DomainView | None, ...]
 
 
 # What of a request decides its candidates: the filters, the worker's GPUs and who picks them, uniformity.
@@ -100,9 +123,12 @@ def _prepared(snapshot: Snapshot, request: Request) -> _Prepared:
     shape = _shape(request)
     found = table.get(shape)
     if found is None:
-        sets, details = candidates(snapshot, request)
-        views = tuple(domain_view(snapshot, cands) for cands in sets)
-        found = table[shape] = _Prepared(sets, details, views)
+        node_sets, details = _candidate_sets(snapshot, request)
+        sets: list[tuple[DomainView | None, list[Candidate]]] = []
+        for node_set in node_sets:
+            view = domain_view(snapshot, node_set.nodes, node_set.offers)
+            sets.append((view, [] if view is not None else node_set.candidates()))
+        found = table[shape] = _Prepared(tuple(sets), details)
     return found
 
 
@@ -354,10 +380,10 @@ def place(snapshot: Snapshot, request: Request) -> Placement | Unplaceable:
     if unknown:
         return Unplaceable(unknown[0], unknown[1:])
     prepared = _prepared(snapshot, request)
-    sets, details = prepared.sets, prepared.details
+    details = prepared.details
     best: Placement | None = None
     domain_refusal: Unplaceable | None = None
-    for cands, view in zip(sets, prepared.views, strict=True):
+    for view, cands in prepared.sets:
         if view is not None:
             planned = plan_on_domains(snapshot, request, view)
             if isinstance(planned, Unplaceable):
@@ -374,7 +400,7 @@ def place(snapshot: Snapshot, request: Request) -> Placement | Unplaceable:
     if best is None:
         if domain_refusal is not None:
             return Unplaceable(domain_refusal.reason, (*domain_refusal.details, *details))
-        return refusal(snapshot, request, sets, details)
+        return refusal(snapshot, request, [cands for _, cands in prepared.sets], details)
     if best.busbw_gbps < request.min_busbw_gbps:
         return Unplaceable(
             f"the best placement reaches {best.busbw_gbps:.0f} GB/s, below the required "

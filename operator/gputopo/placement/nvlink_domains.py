@@ -30,6 +30,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 from gputopo.api.nodetopology import FabricHealth
 from gputopo.placement.gang import NodeShare
@@ -45,8 +46,9 @@ __all__ = ["DomainView", "domain_view", "in_domains", "plan_on_domains"]
 class _Domain:
     """One NVLink domain as a gang may use it.
 
-    ``members`` are the nodes it may take, in the order it takes them: nodes already in use (fullest first),
-    then as many fresh nodes as the cap leaves room for (most workers first). ``singles`` has one entry per
+    Its members are the nodes it may take, in the order it takes them: ``used``, nodes already in use (fullest
+    first), then ``fresh``, as many fresh nodes as the cap leaves room for (most workers first), by index
+    with their offers beside them (a rack's idle trays need no object each). ``singles`` has one entry per
     kind of member (offer, in use or not) with its lowest node, which is all the single-node choice compares.
     """
 
@@ -54,7 +56,9 @@ class _Domain:
     tier_path: tuple[str, ...]
     in_use: int  # nodes of the domain with a GPU in use (candidates or not)
     nodes: int  # nodes of the domain in the snapshot
-    members: tuple[Candidate, ...]
+    used: tuple[Candidate, ...]
+    fresh: tuple[int, ...]
+    fresh_offers: tuple[NodeOffer, ...]
     capacity: int  # workers the members take
     largest: int  # the most workers one of its candidates takes, member or not
     singles: tuple[tuple[NodeOffer, bool, int], ...]
@@ -63,11 +67,11 @@ class _Domain:
         """``workers`` workers on the members in order, most workers each."""
         shares: list[NodeShare] = []
         need = workers
-        for cand in self.members:
+        for node, offer in chain(self.used, zip(self.fresh, self.fresh_offers, strict=True)):
             if need == 0:
                 break
-            m = min(cand.offer.capacity, need)
-            shares.append(NodeShare(cand.node, cand.offer.groups[m - 1]))
+            m = min(offer.capacity, need)
+            shares.append(NodeShare(node, offer.groups[m - 1]))
             need -= m
         assert need == 0, "take() is only called within capacity"
         return shares
@@ -101,47 +105,54 @@ class DomainView:
     largest_offer: int  # the most workers a candidate takes (healthy or not)
 
 
-def in_domains(snapshot: Snapshot, cands: Sequence[Candidate]) -> bool:
-    """Whether this uniform set of candidates is for the domain planner: every one in an NVLink domain."""
+def in_domains(snapshot: Snapshot, nodes: Sequence[int]) -> bool:
+    """Whether this uniform set of candidate nodes is for the domain planner: every one in an NVLink domain."""
     nvlink = snapshot.nvlink_domains
-    return bool(cands) and all(nvlink[c.node] for c in cands)
+    return bool(nodes) and all([nvlink[i] for i in nodes])
 
 
 @dataclass(slots=True)
 class _Found:
-    """A domain's healthy candidates as they are read: in use or fresh, and the switches of the first."""
+    """A domain's healthy candidates as they are read: in use, or fresh (by index, with their offers), and the
+    switches of the first."""
 
     tier_path: tuple[str, ...]
     used: list[Candidate] = field(default_factory=list)
-    fresh: list[Candidate] = field(default_factory=list)
+    fresh: list[int] = field(default_factory=list)
+    fresh_offers: list[NodeOffer] = field(default_factory=list)
 
 
 def _domain(name: str, found: _Found, in_use: int, nodes: int, cap: int) -> _Domain:
     """The domain's summary; its candidates come in node order (as ``engine.candidates`` lists them)."""
-    used, fresh = found.used, found.fresh
     room = max(0, cap - in_use)
+    fresh, offers = found.fresh, found.fresh_offers
     # Fresh nodes of one offer (a rack's idle trays, mostly) are in the order the cap takes them already.
-    first = fresh[0].offer if fresh else None
-    one_offer = all(c.offer is first for c in fresh)
-    allowed = fresh[:room] if one_offer else sorted(fresh, key=lambda c: (-c.offer.capacity, c.node))[:room]
-    members = (*sorted(used, key=lambda c: (c.offer.free, c.node)), *allowed) if used else tuple(allowed)
-    singles: dict[tuple[int, bool], tuple[NodeOffer, bool, int]] = {}
-    for is_used, cands in ((True, used), (False, allowed[:1] if one_offer else allowed)):
-        for cand in cands:
-            kind = (id(cand.offer), is_used)
-            known = singles.get(kind)
-            if known is None or cand.node < known[2]:
-                singles[kind] = (cand.offer, is_used, cand.node)
-    used_caps = [c.offer.capacity for c in used]
+    one_offer = len(set(map(id, offers))) <= 1
     if one_offer:
-        fresh_caps = [first.capacity] if first is not None else []
-        capacity = len(allowed) * fresh_caps[0] if fresh_caps else 0
+        fresh_caps = [offers[0].capacity] if offers else []
+        fresh, offers = fresh[:room], offers[:room]
+        capacity = len(fresh) * fresh_caps[0] if fresh else 0
     else:
-        fresh_caps = [c.offer.capacity for c in fresh]
-        capacity = sum([c.offer.capacity for c in allowed])
+        fresh_caps = [o.capacity for o in offers]
+        order = sorted(range(len(fresh)), key=lambda j: (-fresh_caps[j], fresh[j]))[:room]
+        fresh, offers = [fresh[j] for j in order], [offers[j] for j in order]
+        capacity = sum([o.capacity for o in offers])
+    used = sorted(found.used, key=lambda c: (c.offer.free, c.node))
+    used_caps = [c.offer.capacity for c in used]
     capacity += sum(used_caps)
+    singles: dict[tuple[int, bool], tuple[NodeOffer, bool, int]] = {}
+    fresh_kinds = zip(fresh[:1], offers[:1], strict=True) if one_offer else zip(fresh, offers, strict=True)
+    for is_used, members in ((True, used), (False, fresh_kinds)):
+        for node, offer in members:
+            kind = (id(offer), is_used)
+            known = singles.get(kind)
+            if known is None or node < known[2]:
+                singles[kind] = (offer, is_used, node)
     largest = max(used_caps + fresh_caps, default=0)
-    return _Domain(name, found.tier_path, in_use, nodes, members, capacity, largest, tuple(singles.values()))
+    return _Domain(
+        name, found.tier_path, in_use, nodes, tuple(used), tuple(fresh), tuple(offers), capacity, largest,
+        tuple(singles.values()),
+    )  # fmt: skip
 
 
 def _switch(domains: Sequence[_Domain]) -> _Switch:
@@ -149,33 +160,38 @@ def _switch(domains: Sequence[_Domain]) -> _Switch:
     return _Switch(tuple(order), tuple(d.capacity for d in order), sum(d.capacity for d in domains))
 
 
-def domain_view(snapshot: Snapshot, cands: Sequence[Candidate]) -> DomainView | None:
-    """The candidates' domains, or None when the set is not for the domain planner (``in_domains``)."""
-    if not in_domains(snapshot, cands):
+def domain_view(snapshot: Snapshot, nodes: Sequence[int], offers: Sequence[NodeOffer]) -> DomainView | None:
+    """The domains of a uniform set of candidate nodes (by index, in snapshot order, with their offers), or
+    None when the set is not for the domain planner (``in_domains``)."""
+    if not in_domains(snapshot, nodes):
         return None
     nvlink = snapshot.nvlink_domains
-    nodes = snapshot.nodes
+    infos = snapshot.nodes
     paths = snapshot.domains
     found: dict[str, _Found] = {}
     healthy: dict[int, bool] = {}  # per topology object, for this call
     unhealthy = 0
     largest = 0  # the most workers a candidate left out takes
-    for cand in cands:
-        node = nodes[cand.node]
+    for i, offer in zip(nodes, offers, strict=True):
+        node = infos[i]
         topology = node.topology
         ok = healthy.get(id(topology))
         if ok is None:
             ok = healthy[id(topology)] = node_domain(topology).health is FabricHealth.HEALTHY
         if not ok:
             unhealthy += 1
-            largest = max(largest, cand.offer.capacity)
+            largest = max(largest, offer.capacity)
             continue
-        name = nvlink[cand.node]
+        name = nvlink[i]
         lists = found.get(name)
         if lists is None:
-            lists = found[name] = _Found(paths[cand.node])
-        (lists.used if node.used_gpus else lists.fresh).append(cand)
-    in_use = Counter([nvlink[i] for i, node in enumerate(nodes) if node.used_gpus])
+            lists = found[name] = _Found(paths[i])
+        if node.used_gpus:
+            lists.used.append(Candidate(i, offer))
+        else:
+            lists.fresh.append(i)
+            lists.fresh_offers.append(offer)
+    in_use = Counter([nvlink[i] for i, node in enumerate(infos) if node.used_gpus])
     members = Counter(nvlink)
     cap = snapshot.tiers.domain_node_cap
     domains = tuple(_domain(name, found[name], in_use[name], members[name], cap) for name in sorted(found))
