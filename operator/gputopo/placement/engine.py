@@ -13,6 +13,10 @@
 
 Nodes in multi-node NVLink domains (NVL72 racks) are placed by ``nvlink_domains.plan_on_domains`` instead of
 steps 2-5: one domain when the gang fits, a node cap per domain, balanced slices across domains.
+
+Steps 1-2, and the NVLink domains' summary, depend only on the snapshot and the gang's shape (filters, GPUs per
+worker, who picks them): they are kept in the snapshot's memo, so a gang placed again on the same snapshot (a
+queue retried after nothing changed) starts at step 3.
 """
 
 from __future__ import annotations
