@@ -13,6 +13,10 @@
 
 Nodes in multi-node NVLink domains (NVL72 racks) are placed by ``nvlink_domains.plan_on_domains`` instead of
 steps 2-5: one domain when the gang fits, a node cap per domain, balanced slices across domains.
+
+Steps 1-2, and the NVLink domains' summary, depend only on the snapshot and the gang's shape (filters, GPUs per
+worker, who picks them): they are kept in the snapshot's memo, so a gang placed again on the same snapshot (a
+queue retried after nothing changed) starts at step 3.
 """
 
 from __future__ import annotations
@@ -26,30 +30,41 @@ from gputopo.placement.explain import intra_words, refusal
 from gputopo.placement.filters import filter_nodes
 from gputopo.placement.gang import NodeShare, assemble
 from gputopo.placement.groups import Candidate, NodeOffer, node_offer
-from gputopo.placement.nvlink_domains import in_domains, plan_on_domains
+from gputopo.placement.nvlink_domains import DomainView, domain_view, plan_on_domains
 from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable, plural
+from gputopo.topology.memo import Table
 
 __all__ = ["candidates", "intra_words", "place"]
 
 _CLUSTER = "cluster"
 
 
-def candidates(snapshot: Snapshot, request: Request) -> tuple[list[list[Candidate]], tuple[str, ...]]:
-    """Nodes that can take at least one worker, split into uniform sets (model, driver)."""
-    result = filter_nodes(snapshot.nodes, request)
-    sets: dict[tuple[str, str], list[Candidate]] = defaultdict(list)
+def _candidate_sets(snapshot: Snapshot, request: Request) -> tuple[list[_NodeSet], tuple[str, ...]]:
+    nodes = snapshot.nodes
+    result = filter_nodes(nodes, request)
+    sets: dict[tuple[str, str], _NodeSet] = {}
     short = 0
+    k, intra, choice = request.gpus_per_worker, request.intra_node, request.gpu_choice
+    same_model, same_driver = request.same_model, request.same_driver
+    # Nodes of one class (topology object, used GPUs) share an offer and a model: look each class up once.
+    classes: dict[tuple[int, frozenset[int]], tuple[NodeOffer, str]] = {}
     for i in result.passed:
-        node = snapshot.nodes[i]
-        offer = node_offer(snapshot, node, request.gpus_per_worker, request.intra_node, request.gpu_choice)
-        if offer.capacity == 0:
+        node = nodes[i]
+        kind = (id(node.topology), node.used_gpus)
+        found = classes.get(kind)
+        if found is None:
+            offer = node_offer(snapshot, node, k, intra, choice)
+            found = classes[kind] = (offer, node.gpu_model if same_model else "")
+        offer, model = found
+        if not offer.groups:
             short += 1
             continue
-        key = (
-            node.gpu_model if request.same_model else "",
-            node.driver_version if request.same_driver else "",
-        )
-        sets[key].append(Candidate(i, offer))
+        key = (model, node.driver_version if same_driver else "")
+        target = sets.get(key)
+        if target is None:
+            target = sets[key] = _NodeSet([], [])
+        target.nodes.append(i)
+        target.offers.append(offer)
     details = result.describe()
     if short:
         words = intra_words(request.intra_node)
@@ -57,6 +72,68 @@ def candidates(snapshot: Snapshot, request: Request) -> tuple[list[list[Candidat
         gpus = plural(request.gpus_per_worker, f"free healthy{words} GPU")
         details = (*details, f"{plural(short, 'node')} {lack} {gpus}")
     return list(sets.values()), details
+
+
+def candidates(snapshot: Snapshot, request: Request) -> tuple[list[list[Candidate]], tuple[str, ...]]:
+    """Nodes that can take at least one worker, split into uniform sets (model, driver)."""
+    sets, details = _candidate_sets(snapshot, request)
+    return [s.candidates() for s in sets], details
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeSet:
+    """A uniform set of candidate nodes as two lists, their indices and their offers: one object per set, not
+    per node, until the generic planner asks for ``Candidate``s."""
+
+    nodes: list[int]
+    offers: list[NodeOffer]
+
+    def candidates(self) -> list[Candidate]:
+        return [Candidate(i, offer) for i, offer in zip(self.nodes, self.offers, strict=True)]
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A snapshot's candidates for one gang shape: per uniform set, the summary of its NVLink domains when it
+    lies in them, else its candidates (a domain set places or refuses in its own words, so nothing else
+    reads its candidates)."""
+
+    sets: tuple[tuple[DomainView | None, list[Candidate]], ...]
+    details: tuple[str, ...]
+
+
+# What of a request decides its candidates: the filters, the worker's GPUs and who picks them, uniformity.
+_Shape = tuple[object, ...]
+# Per snapshot (its own memo: candidates depend on which GPUs are used), per gang shape.
+_PREPARED: Table[_Shape, _Prepared] = Table("candidates by gang shape")
+
+
+def _shape(request: Request) -> _Shape:
+    return (
+        request.gpus_per_worker,
+        request.intra_node,
+        request.gpu_choice,
+        request.same_model,
+        request.same_driver,
+        request.gpu_model,
+        tuple(sorted(request.node_selector.items())),
+        request.affinity_terms,
+        request.tolerations,
+    )
+
+
+def _prepared(snapshot: Snapshot, request: Request) -> _Prepared:
+    table = snapshot.memo.table(_PREPARED)
+    shape = _shape(request)
+    found = table.get(shape)
+    if found is None:
+        node_sets, details = _candidate_sets(snapshot, request)
+        sets: list[tuple[DomainView | None, list[Candidate]]] = []
+        for node_set in node_sets:
+            view = domain_view(snapshot, node_set.nodes, node_set.offers)
+            sets.append((view, [] if view is not None else node_set.candidates()))
+        found = table[shape] = _Prepared(tuple(sets), details)
+    return found
 
 
 def _values(offer: NodeOffer, factor: float) -> tuple[float, ...]:
@@ -306,12 +383,13 @@ def place(snapshot: Snapshot, request: Request) -> Placement | Unplaceable:
     unknown = snapshot.tiers.unknown_tiers(request.required_tier, request.preferred_tier)
     if unknown:
         return Unplaceable(unknown[0], unknown[1:])
-    sets, details = candidates(snapshot, request)
+    prepared = _prepared(snapshot, request)
+    details = prepared.details
     best: Placement | None = None
     domain_refusal: Unplaceable | None = None
-    for cands in sets:
-        if in_domains(snapshot, cands):
-            planned = plan_on_domains(snapshot, request, cands)
+    for view, cands in prepared.sets:
+        if view is not None:
+            planned = plan_on_domains(snapshot, request, view)
             if isinstance(planned, Unplaceable):
                 domain_refusal = domain_refusal or planned
                 continue
@@ -326,7 +404,7 @@ def place(snapshot: Snapshot, request: Request) -> Placement | Unplaceable:
     if best is None:
         if domain_refusal is not None:
             return Unplaceable(domain_refusal.reason, (*domain_refusal.details, *details))
-        return refusal(snapshot, request, sets, details)
+        return refusal(snapshot, request, [cands for _, cands in prepared.sets], details)
     if best.busbw_gbps < request.min_busbw_gbps:
         return Unplaceable(
             f"the best placement reaches {best.busbw_gbps:.0f} GB/s, below the required "

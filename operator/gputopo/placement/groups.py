@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import combinations
+from typing import NamedTuple
 
 from gputopo.api.trainingjob import IntraNode
 from gputopo.placement.scores import NodeScores, gpus_of
 from gputopo.placement.types import GpuChoice, NodeInfo, Snapshot
 from gputopo.topology.device_plugin import kubelet_choice
+from gputopo.topology.estimate import topology_tables
 from gputopo.topology.memo import Table
 
 __all__ = ["Candidate", "NodeOffer", "k_subsets", "node_offer", "usable_mask"]
@@ -45,9 +47,9 @@ class NodeOffer:
         return tuple(self.scores.inter(sum(groups)) for groups in self.groups)
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A node (by snapshot index) that passed the filters, with what it offers the gang."""
+class Candidate(NamedTuple):
+    """A node (by snapshot index) that passed the filters, with what it offers the gang (a named tuple: a
+    decision makes one per node that passes, 25,000 on a large cluster)."""
 
     node: int
     offer: NodeOffer
@@ -86,11 +88,28 @@ def _split(
     return found
 
 
+# Kept with the estimator's tables, so topologies of equal content share them (every figure the search reads
+# is kept there too): per (free GPUs, group size, intra-node rule), the planned groups and their bus bandwidths.
+_PLANNED: Table[tuple[int, int, IntraNode], tuple[tuple[tuple[int, ...], ...], tuple[float, ...]]] = Table(
+    "planned groups"
+)
+
+
 def _offer(scores: NodeScores, free: int, k: int, intra: IntraNode) -> NodeOffer:
     """Per worker count m, the best m groups taken together (not one after another: the first worker's
     GPU must leave the second a good partner): the fastest union that splits into valid groups; among
     equals the one whose remainder serves the next jobs best (their bus bandwidth), then the one on the
     fewest NUMA nodes and nearest-NIC sets, then the lowest indices."""
+    shared = topology_tables(scores.topology).memo.table(_PLANNED)
+    found = shared.get((free, k, intra))
+    if found is None:
+        found = shared[(free, k, intra)] = _search(scores, free, k, intra)
+    return NodeOffer(scores, found[0], found[1], free.bit_count())
+
+
+def _search(
+    scores: NodeScores, free: int, k: int, intra: IntraNode
+) -> tuple[tuple[tuple[int, ...], ...], tuple[float, ...]]:
     groups: list[tuple[int, ...]] = []
     intra_bw: list[float] = []
     splits: dict[int, tuple[int, ...] | None] = {}
@@ -110,7 +129,7 @@ def _offer(scores: NodeScores, free: int, k: int, intra: IntraNode) -> NodeOffer
             break  # m workers do not fit, so neither do more
         groups.append(chosen)
         intra_bw.append(scores.intra(union_of_best))
-    return NodeOffer(scores, tuple(groups), tuple(intra_bw), free.bit_count())
+    return tuple(groups), tuple(intra_bw)
 
 
 def _device_plugin_offer(scores: NodeScores, free: int, k: int, intra: IntraNode) -> NodeOffer:

@@ -9,15 +9,21 @@ multi-node gang's figure takes, divided by the tier's oversubscription). ``allow
 from __future__ import annotations
 
 from gputopo.api.trainingjob import IntraNode
-from gputopo.topology.estimate import BusBandwidth, estimate_node
+from gputopo.topology.estimate import BusBandwidth, estimate_node, topology_tables
 from gputopo.topology.groups import pair_allowed
 from gputopo.topology.locality import locality
+from gputopo.topology.memo import Table
 from gputopo.topology.model import Topology
 from gputopo.topology.rails import inter_node_bandwidth
 from gputopo.topology.remainder import remainder
 from gputopo.topology.views import nearest_nics
 
 __all__ = ["NodeScores", "gpus_of"]
+
+# Kept with the estimator's tables, so topologies of equal content share them (an NVL72 rack's trays report
+# its own clique, so each rack has a topology object of its own, all of one content).
+# Per intra-node rule: for each GPU, the GPUs it may share a group with (itself included), as a mask.
+_ADJACENT: Table[IntraNode, tuple[int, ...]] = Table("adjacent GPUs")
 
 
 def gpus_of(mask: int) -> tuple[int, ...]:
@@ -85,7 +91,11 @@ class NodeScores:
         """Whether the subset may be one worker's group: every pair Up and meeting ``intra_node``."""
         adjacent = self._adjacent.get(intra_node)
         if adjacent is None:
-            adjacent = self._adjacent[intra_node] = self._adjacency(intra_node)
+            shared = topology_tables(self.topology).memo.table(_ADJACENT)
+            adjacent = shared.get(intra_node)
+            if adjacent is None:
+                adjacent = shared[intra_node] = self._adjacency(intra_node)
+            self._adjacent[intra_node] = adjacent
         rest = mask
         while rest:
             low = rest & -rest

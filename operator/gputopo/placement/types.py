@@ -23,6 +23,7 @@ from gputopo.placement.constraints import (
 )
 from gputopo.placement.template import pod_constraints
 from gputopo.topology.fabric import node_domain
+from gputopo.topology.memo import Memo
 from gputopo.topology.model import Topology
 
 __all__ = [
@@ -158,7 +159,7 @@ DEFAULT_TIERS = TierConfig()
 class Snapshot:
     """An immutable view of the GPU nodes for one placement decision."""
 
-    __slots__ = ("_cache", "_domains", "_index", "_nodes", "_nvlink", "tiers")
+    __slots__ = ("_cache", "_domains", "_index", "_memo", "_nodes", "_nvlink", "tiers")
 
     def __init__(
         self, nodes: Iterable[NodeInfo], tiers: TierConfig = DEFAULT_TIERS, cache: PlacementCache | None = None
@@ -174,6 +175,7 @@ class Snapshot:
         # snapshots given the same cache.
         self._cache = cache if cache is not None else PlacementCache()
         self._cache.keep(n.topology for n in self._nodes)
+        self._memo = Memo()
 
     @classmethod
     def _derive(cls, parent: Snapshot, nodes: tuple[NodeInfo, ...]) -> Snapshot:
@@ -184,6 +186,7 @@ class Snapshot:
         child._domains = parent._domains
         child._nvlink = parent._nvlink
         child._cache = parent._cache
+        child._memo = Memo()
         return child
 
     # -- queries --------------------------------------------------------------------------------------------
@@ -211,7 +214,19 @@ class Snapshot:
     def domains(self) -> tuple[tuple[str, ...], ...]:
         """Per node (in snapshot order), its switch at each tier, lowest first."""
         if self._domains is None:
-            self._domains = tuple(self.tiers.domains(n) for n in self._nodes)
+            labels = [level.label for level in self.tiers.levels]
+            # Nodes with every tier's label are named by the labels' values alone: work each out once.
+            by_values: dict[tuple[str, ...], tuple[str, ...]] = {}
+            named: list[tuple[str, ...]] = []
+            for node in self._nodes:
+                values = tuple([node.labels.get(label) or "" for label in labels])
+                found = by_values.get(values)
+                if found is None:
+                    found = self.tiers.domains(node)
+                    if all(values):
+                        by_values[values] = found
+                named.append(found)
+            self._domains = tuple(named)
         return self._domains
 
     @property
@@ -225,6 +240,13 @@ class Snapshot:
     def cache(self) -> PlacementCache:
         """Memo of derived, snapshot-independent data (subset scores, group searches per node class)."""
         return self._cache
+
+    @property
+    def memo(self) -> Memo:
+        """Values derived from this snapshot's nodes as they are (which GPUs are used included), kept while the
+        snapshot lives: a gang placed again on it finds its candidates and domain summaries built. Snapshots
+        derived by ``reserve``/``release``/``with_node`` start their own."""
+        return self._memo
 
     @property
     def total_gpus(self) -> int:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from gputopo.api.nodetopology import FabricHealth, FabricState
+from gputopo.topology.memo import Table
 from gputopo.topology.model import Fabric, Topology
 
 __all__ = [
@@ -126,12 +127,24 @@ class DomainReading:
 _SEVERITY: Final = {FabricHealth.HEALTHY: 0, FabricHealth.DEGRADED: 1, FabricHealth.DOWN: 2}
 
 
+# A topology's domain reading, read once: the placement engine asks it of every candidate node per decision.
+_DOMAIN: Table[None, DomainReading] = Table("NVLink domain")
+
+
 def node_domain(topology: Topology) -> DomainReading:
     """The node's NVLink domain by GPU Feature Discovery's rule, and its fabric health.
 
     The clique is the one every fabric-attached GPU reports; none when no GPU is attached or they disagree
     (GFD then sets no label either). Health is the worst GPU's, with that GPU named in the reason.
     """
+    memo = topology.memo.table(_DOMAIN)
+    found = memo.get(None)
+    if found is None:
+        found = memo[None] = _read_domain(topology)
+    return found
+
+
+def _read_domain(topology: Topology) -> DomainReading:
     cliques = {g.fabric.clique for g in topology.gpus if g.fabric is not None and g.fabric.attached}
     clique = cliques.pop() if len(cliques) == 1 else ""
     worst: tuple[FabricHealth, str] = (FabricHealth.HEALTHY, "")

@@ -33,6 +33,7 @@ from gputopo.topology.estimate import (
     nvlink_fabric,
 )
 from gputopo.topology.fabric import fabric_health
+from gputopo.topology.memo import Table
 from gputopo.topology.model import Topology, TopologyError
 from gputopo.topology.nccl import DEFAULT_NCCL, NcclSettings
 from gputopo.topology.rails import inter_node_part
@@ -65,9 +66,22 @@ def domain_bandwidth(gpus: int, fabric_gbps: float, nvls: bool) -> tuple[float, 
     return ring, "ring"
 
 
+# Per GPU set of one topology (a gang's figure asks it of every member node, twice).
+_MEMBER_FABRIC: Table[tuple[int, ...], tuple[float, bool]] = Table("member fabric")
+
+
 def member_fabric(topology: Topology, gpus: Sequence[int]) -> tuple[float, bool]:
     """The NVLink bandwidth the GPUs have into their domain's fabric (``nvlink_fabric``) as their fabric
     health leaves it: none when one GPU's fabric is down, ``DEGRADED_FABRIC_SHARE`` of it when degraded."""
+    memo = topology.memo.table(_MEMBER_FABRIC)
+    key = tuple(gpus)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _member_fabric(topology, gpus)
+    return found
+
+
+def _member_fabric(topology: Topology, gpus: Sequence[int]) -> tuple[float, bool]:
     gbps, nvls = nvlink_fabric(topology, gpus)
     worst = {fabric_health(topology.gpus[g].fabric)[0] for g in gpus}
     if FabricHealth.DOWN in worst:
