@@ -21,7 +21,7 @@ from typing import Any, Final
 from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.nvml import AFFINITY_SCOPE_NODE, Nvml
 
-__all__ = ["affinity_cpus", "gpu_numa_node"]
+__all__ = ["affinity_cpus", "cpu_affinity_node", "gpu_numa_node"]
 
 _WORD_BITS: Final = 64  # pynvml's CPU set is an array of c_ulonglong, CPU n at bit n % 64 of word n // 64
 
@@ -38,7 +38,7 @@ def affinity_cpus(words: Any) -> frozenset[int]:
     return frozenset(cpus)
 
 
-def _affinity_node(nvml: Nvml, handle: Any, node_cpus: Mapping[int, frozenset[int]]) -> int | None:
+def cpu_affinity_node(nvml: Nvml, handle: Any, node_cpus: Mapping[int, frozenset[int]]) -> int | None:
     """The one NUMA node NVML's CPU affinity of the GPU lies on; None when it is unknown or spans several."""
     highest = max((max(cpus) for cpus in node_cpus.values() if cpus), default=None)
     if highest is None:
@@ -65,7 +65,7 @@ def gpu_numa_node(nvml: Nvml, sysfs: Sysfs, handle: Any, bus_id: str, *, c2c: bo
     node_cpus = sysfs.node_cpus()
     if node is not None and node_cpus.get(node) != frozenset():
         return node  # a node with CPUs, or one sysfs does not list: nothing says it is the GPU memory's
-    node = _affinity_node(nvml, handle, node_cpus)
+    node = cpu_affinity_node(nvml, handle, node_cpus)
     if node is not None or c2c:
         return node
     value = nvml.read("nvmlDeviceGetNumaNodeId", handle, default=None)
