@@ -14,6 +14,7 @@ from gputopo.api.nodetopology import LinkKind
 from gputopo_probe.errors import GpuLostError, NvmlError, NvmlNotSupportedError
 
 __all__ = [
+    "AFFINITY_SCOPE_NODE",
     "ARCHITECTURES",
     "NVLINK_GENERATION",
     "NVML_LEVEL_KIND",
@@ -29,6 +30,7 @@ T = TypeVar("T")
 # pynvml defines NVML_P2P_CAPS_INDEX_READ as the tuple ``(0,)`` (a stray comma); use the literal.
 P2P_CAPS_INDEX_READ: Final = 0
 P2P_CAPS_INDEX_NVLINK: Final = 2
+AFFINITY_SCOPE_NODE: Final = int(pynvml.NVML_AFFINITY_SCOPE_NODE)
 
 ARCHITECTURES: Final[dict[int, str]] = {
     2: "Kepler",

@@ -113,6 +113,52 @@ def test_c2c_and_fabric_read_without_error(device_count: int) -> None:
         pynvml.nvmlShutdown()
 
 
+def _raw_numa(handle: object) -> dict[str, object]:
+    """NVML's own NUMA answers, each call's error kept as text: printed for whoever reads the run."""
+    raw: dict[str, object] = {}
+    try:
+        words = pynvml.nvmlDeviceGetCpuAffinityWithinScope(handle, 4, pynvml.NVML_AFFINITY_SCOPE_NODE)
+        raw["cpuAffinityNode"] = [hex(int(w)) for w in words]
+    except (pynvml.NVMLError, AttributeError) as error:
+        raw["cpuAffinityNode"] = f"error: {error}"
+    try:
+        raw["numaNodeId"] = int(pynvml.nvmlDeviceGetNumaNodeId(handle))
+    except (pynvml.NVMLError, AttributeError) as error:
+        raw["numaNodeId"] = f"error: {error}"
+    return raw
+
+
+def test_cpu_affinity_places_each_gpu_on_its_cpus_node(device_count: int) -> None:
+    """NVML's CPU affinity, placed by /sys's node CPU lists, names the node sysfs gives the GPU where both say;
+    the node the probe publishes is one with CPUs (never a Grace GPU's own memory node)."""
+    from gputopo_probe.discovery.gpus import read_gpu
+    from gputopo_probe.discovery.numa import cpu_affinity_node
+    from gputopo_probe.discovery.sysfs import Sysfs
+    from gputopo_probe.nvml import Nvml, normalise_bus_id
+
+    pynvml.nvmlInit()
+    try:
+        nvml, sysfs = Nvml(pynvml), Sysfs()
+        node_cpus = sysfs.node_cpus()
+        print({node: len(cpus) for node, cpus in node_cpus.items()})
+        for index in range(device_count):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            bus_id = normalise_bus_id(pynvml.nvmlDeviceGetPciInfo(handle).busId)
+            in_sysfs = sysfs.numa_node(sysfs.pci_device(bus_id))
+            by_affinity = cpu_affinity_node(nvml, handle, node_cpus)
+            published = read_gpu(nvml, sysfs, index, handle, 0).numa_node
+            print(
+                f"GPU{index} {bus_id}: sysfs {in_sysfs}, affinity {by_affinity}, published {published}, "
+                f"raw {_raw_numa(handle)}"
+            )
+            if in_sysfs is not None and by_affinity is not None and node_cpus.get(in_sysfs):
+                assert by_affinity == in_sysfs
+            if published is not None and node_cpus:
+                assert node_cpus.get(published), "a GPU's published node is one with CPUs"
+    finally:
+        pynvml.nvmlShutdown()
+
+
 def test_published_nics_have_roles(device_count: int, capsys: pytest.CaptureFixture[str]) -> None:
     """Whatever RDMA NICs the server has are published with a role decided from sysfs (none is fine)."""
     assert main(["--once", "--print", "--node-name", "real-gpu-node"]) == 0

@@ -1,4 +1,4 @@
-"""Per-GPU and per-system facts from NVML (plus the host NUMA node from sysfs)."""
+"""Per-GPU and per-system facts from NVML (plus the GPU's CPU's NUMA node, from sysfs and NVML)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 from gputopo.topology.model import Gpu, SystemFacts
 from gputopo_probe.discovery.c2c import read_c2c
 from gputopo_probe.discovery.fabric import read_fabric
+from gputopo_probe.discovery.numa import gpu_numa_node
 from gputopo_probe.discovery.sysfs import Sysfs
 from gputopo_probe.nvml import ARCHITECTURES, Nvml, normalise_bus_id
 
@@ -34,13 +35,6 @@ def read_gpu(nvml: Nvml, sysfs: Sysfs, index: int, handle: Any, nvlink_version: 
     bus_id = normalise_bus_id(pci.busId)
     arch = nvml.optional("nvmlDeviceGetArchitecture", handle, default=None)
     memory = nvml.optional("nvmlDeviceGetMemoryInfo", handle, default=None)
-    numa: int | None = None
-    device_dir = sysfs.pci_device(bus_id) if bus_id else None
-    if device_dir is not None and device_dir.exists():
-        numa = sysfs.numa_node(device_dir)
-    if numa is None:  # Grace-class hosts, where the GPU itself is a NUMA node
-        value = nvml.optional("nvmlDeviceGetNumaNodeId", handle, default=None)
-        numa = value if isinstance(value, int) and value >= 0 else None
     c2c = read_c2c(nvml, handle)
     return Gpu(
         index=index,
@@ -49,7 +43,7 @@ def read_gpu(nvml: Nvml, sysfs: Sysfs, index: int, handle: Any, nvlink_version: 
         architecture=ARCHITECTURES.get(arch, "") if isinstance(arch, int) else "",
         memory_mib=int(memory.total) // _MIB if memory is not None else 0,
         pci_bus_id=bus_id,
-        numa_node=numa,
+        numa_node=gpu_numa_node(nvml, sysfs, handle, bus_id, c2c=c2c.links > 0),
         pcie_generation=int(nvml.optional("nvmlDeviceGetMaxPcieLinkGeneration", handle, default=0)),
         pcie_width=int(nvml.optional("nvmlDeviceGetMaxPcieLinkWidth", handle, default=0)),
         nvlink_version=nvlink_version,

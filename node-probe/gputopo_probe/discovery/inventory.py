@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gputopo.api.nodetopology import LinkKind, NicState
@@ -74,8 +74,14 @@ def _facts(port: NicPort, gpu_paths: list[PciPath | None], routes: frozenset[str
     )
 
 
+def _gpu_path(sysfs: Sysfs, gpu: Gpu) -> PciPath | None:
+    """The GPU's PCI path at its CPU's NUMA node, which sysfs may not give (-1 on Grace, or the GPU memory's)."""
+    path = sysfs.pci_path(gpu.pci_bus_id) if gpu.pci_bus_id else None
+    return replace(path, numa_node=gpu.numa_node) if path and gpu.numa_node is not None else path
+
+
 def _nics(sysfs: Sysfs, ports: list[NicPort], gpus: list[Gpu], rules: NicRoleRules | None) -> list[Nic]:
-    gpu_paths = [sysfs.pci_path(g.pci_bus_id) if g.pci_bus_id else None for g in gpus]
+    gpu_paths = [_gpu_path(sysfs, g) for g in gpus]
     routes = sysfs.default_route_devices()
     facts = [_facts(p, gpu_paths, routes) for p in ports]
     roles = nic_roles(facts, (g.numa_node for g in gpus), rules)

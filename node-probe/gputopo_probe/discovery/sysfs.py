@@ -1,5 +1,5 @@
-"""sysfs readers: PCI device paths and NUMA nodes, RDMA NICs under class/infiniband, GPUDirect RDMA; and from
-procfs, which network devices carry the default route.
+"""sysfs readers: PCI device paths, NUMA nodes and their CPUs, RDMA NICs under class/infiniband, GPUDirect
+RDMA; and from procfs, which network devices carry the default route.
 
 Every path is under ``root`` (``/sys`` on a node, a temporary tree in tests) or ``proc_root``, so the same code
 reads both. The route table is PID 1's (``<proc_root>/1/net/route``): the host's, also from a pod that is not
@@ -21,6 +21,7 @@ __all__ = [
     "NicPort",
     "Sysfs",
     "default_route_devices",
+    "parse_cpulist",
     "parse_rate_gbps",
     "parse_state",
 ]
@@ -56,6 +57,21 @@ def default_route_devices(route: str, ipv6_route: str = "") -> frozenset[str]:
         if len(fields) >= 10 and fields[1] == "00" and not fields[0].strip("0") and fields[9] != "lo":
             devices.add(fields[9])
     return frozenset(devices)
+
+
+def parse_cpulist(text: str) -> frozenset[int]:
+    """The kernel's CPU list: ``0-71`` -> CPUs 0 to 71, ``0-3,8-11``; '' (a node without CPUs) -> none.
+    ``ValueError`` for text that is not a CPU list."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        first, dash, last = part.partition("-")
+        low, high = int(first), int(last) if dash else int(first)
+        if low < 0 or high < low:
+            raise ValueError(f"not a CPU range: {part!r}")
+        cpus.update(range(low, high + 1))
+    return frozenset(cpus)
 
 
 def parse_state(text: str) -> str:
@@ -142,6 +158,27 @@ class Sysfs:
             return int(text, 16) if text else None
         except ValueError:
             return None
+
+    # -- NUMA nodes ----------------------------------------------------------------------------------------
+
+    def node_cpus(self) -> dict[int, frozenset[int]]:
+        """Each NUMA node's CPUs (``devices/system/node/node<N>/cpulist``): empty for a node of memory only, such
+        as a Grace GPU's own. A node whose list cannot be read is left out; no nodes at all when sysfs lists none."""
+        base = self.root / "devices" / "system" / "node"
+        try:
+            names = [p.name for p in base.iterdir()]
+        except OSError:
+            return {}
+        out: dict[int, frozenset[int]] = {}
+        for name in names:
+            number = name.removeprefix("node")
+            if name == number or not (number.isascii() and number.isdigit()):
+                continue  # has_cpu, online, possible, power …
+            try:
+                out[int(number)] = parse_cpulist(self._read(base / name / "cpulist"))
+            except (SysfsError, ValueError):
+                continue
+        return dict(sorted(out.items()))
 
     # -- RDMA NICs -----------------------------------------------------------------------------------------
 

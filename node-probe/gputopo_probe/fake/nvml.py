@@ -7,6 +7,7 @@ the probe's error translation runs exactly as on hardware.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import threading
 import uuid
@@ -19,6 +20,7 @@ import pynvml
 from gputopo.api.nodetopology import FabricState, LinkKind
 from gputopo.topology.fabric import health_mask
 from gputopo.topology.model import Fabric, Topology, pair
+from gputopo_probe.fake.numa import numa_layout
 from gputopo_probe.fake.pcitree import Device, PciTree
 from gputopo_probe.nvml import ARCHITECTURES
 from gputopo_probe.pcie import PciPath, pcie_distance
@@ -94,6 +96,8 @@ class FakeDevice:
     ports: list[_Port] = field(default_factory=list)
     c2c_links: int = 0
     c2c_link_mbps: int = 0  # per link, as NVML_FI_DEV_C2C_LINK_GET_MAX_BW gives it
+    cpus: tuple[int, ...] = ()  # its ideal CPU affinity
+    memory_node: int | None = None  # a C2C GPU's own memory's NUMA node
 
 
 class _Value:
@@ -140,6 +144,10 @@ class FakeNvml:
         self._event_ready = threading.Condition()
         self.switch_bdfs = [s.bdf for s in tree.switches]
         self.devices = [self._device(i, tree) for i in range(topology.gpu_count)]
+        layout = numa_layout(topology, tree)
+        for device in self.devices:
+            device.cpus = tuple(layout.cpus_of(device.index))
+            device.memory_node = layout.gpu_memory_node[device.index]
         self._wire_nvlinks()
 
     # -- construction --------------------------------------------------------------------------------------
@@ -249,7 +257,28 @@ class FakeNvml:
         return SimpleNamespace(total=total, free=total, used=0)
 
     def nvmlDeviceGetNumaNodeId(self, handle: Any) -> int:  # noqa: N802
-        raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)  # x86 hosts: GPUs are not NUMA nodes
+        """A C2C GPU's own memory node (nvidia-smi's "GPU NUMA ID"), not its CPU's; x86: GPUs are not NUMA nodes."""
+        device = self._dev(handle, "nvmlDeviceGetNumaNodeId")
+        if device.memory_node is None:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return device.memory_node
+
+    def _cpu_set(self, device: FakeDevice, size: int) -> Any:
+        """pynvml's answer: ``size`` 64-bit words, CPU n at bit n % 64 of word n // 64 (CPUs past them cut off)."""
+        if size <= 0:
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        words = (ctypes.c_ulonglong * size)()
+        for cpu in device.cpus:
+            if cpu < size * 64:
+                words[cpu // 64] |= 1 << (cpu % 64)
+        return words
+
+    def nvmlDeviceGetCpuAffinityWithinScope(self, handle: Any, size: int, scope: int) -> Any:  # noqa: N802
+        """Node and socket scope alike: a fake node has one NUMA node per CPU socket."""
+        return self._cpu_set(self._dev(handle, "nvmlDeviceGetCpuAffinityWithinScope"), size)
+
+    def nvmlDeviceGetCpuAffinity(self, handle: Any, size: int) -> Any:  # noqa: N802
+        return self._cpu_set(self._dev(handle, "nvmlDeviceGetCpuAffinity"), size)
 
     def nvmlDeviceGetC2cModeInfoV(self, handle: Any) -> Any:  # noqa: N802
         """A GPU without C2C answers NOT_SUPPORTED, as a PCIe GPU does."""

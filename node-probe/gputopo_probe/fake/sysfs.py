@@ -1,5 +1,6 @@
-"""A temporary sysfs tree for a fake node: PCI devices, RDMA NICs under class/infiniband with their network
-devices, nvidia_peermem; and the host's route table under ``proc/`` beside it (the default route's NIC)."""
+"""A temporary sysfs tree for a fake node: PCI devices, NUMA nodes with their CPUs, RDMA NICs under
+class/infiniband with their network devices, nvidia_peermem; and the host's route table under ``proc/`` beside
+it (the default route's NIC)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 from gputopo.api.nodetopology import NicRole
 from gputopo.topology.model import Nic, Topology
+from gputopo_probe.fake.numa import numa_layout
 from gputopo_probe.fake.pcitree import Device, PciTree
 
 __all__ = ["FakeSysfs", "fake_netdev", "nic_pci_device", "rate_text"]
@@ -53,6 +55,7 @@ class FakeSysfs:
         self._port_dirs: dict[str, Path] = {}
         for device in [*tree.gpus, *tree.switches]:
             self._device(device)
+        self._numa_nodes(topology, tree)
         for nic in topology.nics:
             self._nic(nic, self._device(tree.nics[nic.name]))
         self._routes(topology.nics)
@@ -75,6 +78,15 @@ class FakeSysfs:
         if not link.is_symlink():
             link.symlink_to(path)
         return path
+
+    def _numa_nodes(self, topology: Topology, tree: PciTree) -> None:
+        layout = numa_layout(topology, tree)
+        lists = {node: f"{cpus[0]}-{cpus[-1]}" for node, cpus in layout.cpus.items()}
+        lists.update((node, "") for node in layout.gpu_memory_node if node is not None)
+        base = self.root / "devices" / "system" / "node"
+        for node, text in lists.items():
+            (base / f"node{node}").mkdir(parents=True, exist_ok=True)
+            (base / f"node{node}" / "cpulist").write_text(text + "\n")
 
     def _nic(self, nic: Nic, device_dir: Path) -> None:
         base = self.root / "class" / "infiniband" / nic.name
