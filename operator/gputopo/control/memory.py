@@ -295,6 +295,7 @@ class Memory:
         self._change(key, binding=Binding(turn, generation, frozenset(pods)))
 
     @staticmethod
-    def frees_plan(outcome: Written) -> bool:
-        """Whether the ledger lets a placed gang's GPUs go: its status was never written, or its pods refused."""
-        return outcome.status_failed or outcome.refusal is not None
+    def frees_plan(outcome: Written, placed: bool) -> bool:
+        """Whether the ledger lets the job's plan go: its pods were refused (their GPUs are free again), or the
+        status of a gang just ``placed`` was never written (nothing records the plan)."""
+        return outcome.refusal is not None or (placed and outcome.status_failed)

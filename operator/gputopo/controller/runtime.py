@@ -265,7 +265,7 @@ class Runtime:
         try:
             written = await self.writer.write(actions, job, priority, turn, started)
             shown = written.shown
-            if plan is not None and Memory.frees_plan(written):
+            if Memory.frees_plan(written, placed=plan is not None):
                 self.ledger.release(actions.job)  # the next pass marks a refused job Invalid
             delay = self.memory.written(actions.job, job.generation, written, time.monotonic())
             if written.refusal is not None:
