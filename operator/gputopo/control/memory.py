@@ -69,18 +69,14 @@ class Avoidance:
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
-    """The API server refused the pods of this generation of the job: until the spec changes."""
-
-    generation: int
-    message: str
+    generation: int  # the API server refused this generation's pods: until the spec changes
+    message: str  # in its words
 
 
 @dataclass(frozen=True, slots=True)
 class Unseen:
-    """Pods of placement ``generation`` were created; the watch does not show them yet (monotonic ``until``)."""
-
-    generation: int
-    until: float
+    generation: int  # pods of this placement generation were created; the watch does not show them yet
+    until: float  # when to stop waiting for them (monotonic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,33 +199,23 @@ class Memory:
 
     # -- before a pass -----------------------------------------------------------------------------------------
 
-    def busy(
-        self,
-        jobs: Mapping[JobKey, JobFacts],
-        job_pods: Mapping[JobKey, Sequence[PodFacts]],
-        writing: Collection[JobKey],
-        tick: float,
-    ) -> set[JobKey]:
-        """Jobs a pass must not step (see ``JobMemory.busy``)."""
-        keys = {key for key in writing if key in jobs} | {k for k, m in self._jobs.items() if m.unseen is not None}
-        return {
-            key
-            for key in keys
-            if key in jobs and self[key].busy(jobs[key], job_pods.get(key, ()), key in writing, tick)
-        }
-
-    def prune(
+    def before_pass(
         self,
         jobs: Mapping[JobKey, JobFacts],
         job_pods: Mapping[JobKey, Sequence[PodFacts]],
         indexed: Collection[JobKey],
+        writing: Collection[JobKey],
         now: datetime,
         tick: float,
-    ) -> None:
-        """Forget what has lapsed: ``jobs`` are the jobs the operator watches, ``indexed`` every job indexed."""
+    ) -> set[JobKey]:
+        """The jobs a pass must not step (see ``JobMemory.busy``); then what has lapsed is forgotten. ``jobs`` are
+        the jobs the operator watches, ``indexed`` every job indexed, ``writing`` those whose writes go out."""
+        keys = {key for key in writing if key in jobs} | {k for k, m in self._jobs.items() if m.unseen is not None}
+        busy = {k for k in keys if k in jobs and self[k].busy(jobs[k], job_pods.get(k, ()), k in writing, tick)}
         for key, memory in list(self._jobs.items()):
             kept = memory.prune(jobs.get(key), job_pods.get(key, ()), key in indexed, now, tick)
             self._set(key, kept or _EMPTY)
+        return busy
 
     def avoided(self) -> dict[JobKey, frozenset[str]]:
         return {key: m.avoid.nodes for key, m in self._jobs.items() if m.avoid is not None}

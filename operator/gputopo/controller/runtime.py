@@ -174,9 +174,8 @@ class Runtime:
         jobs = {
             key: self.statuses.freshest(job) for key, job in world.jobs.items() if self.settings.watches(job.namespace)
         }
-        busy = self.memory.busy(jobs, world.job_pods, self.writing, tick)
+        busy = self.memory.before_pass(jobs, world.job_pods, world.jobs.keys(), self.writing, now, tick)
         self.statuses.forget(set(jobs))
-        self.memory.prune(jobs, world.job_pods, world.jobs.keys(), now, tick)
         # The pass runs on the event loop, planning for ``pass_planning_seconds`` (and ``placements_per_pass``
         # jobs) at most; the next plans the rest right after. (In a thread of its own, under a burst the planner
         # got half the interpreter, and took five times as long.) Each job placed has its writes started at once.

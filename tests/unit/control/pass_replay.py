@@ -69,6 +69,20 @@ def _old_shown_ungated(job_: JobFacts, pods: Sequence[PodFacts], generation: int
     return not any(getattr(p, "gated", False) for p in pods if p.generation == shown and p.owner_uid == job_.uid)
 
 
+@dataclass(frozen=True)
+class Before:
+    """What the runtime knows before a pass."""
+
+    jobs: Mapping[JobKey, JobFacts]
+    job_pods: Mapping[JobKey, Sequence[PodFacts]]
+    writing: set[JobKey]
+    now: datetime
+    clock: float
+
+
+Given = tuple[set[JobKey], dict[JobKey, frozenset[str]], dict[JobKey, str]]  # busy, avoided, refused
+
+
 class OldDecisions:
     def __init__(self) -> None:
         self.avoid: dict[JobKey, tuple[frozenset[str], datetime]] = {}
@@ -97,14 +111,8 @@ class OldDecisions:
             return held[0]
         return None
 
-    def before_pass(
-        self,
-        jobs: Mapping[JobKey, JobFacts],
-        job_pods: Mapping[JobKey, Sequence[PodFacts]],
-        writing: set[JobKey],
-        now: datetime,
-        clock: float,
-    ) -> tuple[set[JobKey], dict[JobKey, frozenset[str]], dict[JobKey, str]]:
+    def before_pass(self, b: Before) -> Given:
+        jobs, job_pods, writing, now, clock = b.jobs, b.job_pods, b.writing, b.now, b.clock
         busy = {key for key in writing if key in jobs}
         for key, (generation, until) in list(self.unseen.items()):
             job_ = jobs.get(key)
@@ -191,16 +199,8 @@ class NewDecisions:
     def pod_bound(self, pod: PodFacts) -> object | None:
         return self.memory.pod_bound(pod)
 
-    def before_pass(
-        self,
-        jobs: Mapping[JobKey, JobFacts],
-        job_pods: Mapping[JobKey, Sequence[PodFacts]],
-        writing: set[JobKey],
-        now: datetime,
-        clock: float,
-    ) -> tuple[set[JobKey], dict[JobKey, frozenset[str]], dict[JobKey, str]]:
-        busy = self.memory.busy(jobs, job_pods, writing, clock)
-        self.memory.prune(jobs, job_pods, jobs.keys(), now, clock)
+    def before_pass(self, b: Before) -> Given:
+        busy = self.memory.before_pass(b.jobs, b.job_pods, b.jobs.keys(), b.writing, b.now, b.clock)
         return busy, self.memory.avoided(), self.memory.refusals()
 
     def after_pass(self, found: Mapping[JobKey, frozenset[str]], now: datetime, hold: timedelta) -> None:
@@ -478,18 +478,9 @@ def run_pass(
     jobs, job_pods, view, now = dict(world.jobs), world.job_pods(), world.view(), world.now
     readings, world.readings = world.readings, []
     if NEW:
+        ledgered = list(ledger)
         facts = reconcile.PassInput(
-            jobs,
-            job_pods,
-            view,
-            now,
-            ledger=list(ledger),
-            avoid=avoid,
-            refused=refused,
-            busy=busy,
-            quarantine=quarantine,
-            readings=readings,
-            cache=cache,
+            jobs, job_pods, view, now, ledgered, avoid, refused, busy, quarantine, readings, cache
         )
         from gputopo.control.queue import Limits
 
@@ -540,7 +531,7 @@ def scenario(seed: int) -> Iterator[str]:
         record["released"] = released
         clock = world.seconds
         writing = {a.job for a, _, _, _ in in_flight}
-        busy, avoid, refused = decisions.before_pass(world.jobs, world.job_pods(), writing, world.now, clock)
+        busy, avoid, refused = decisions.before_pass(Before(world.jobs, world.job_pods(), writing, world.now, clock))
         record["busy"] = sorted(map(list, busy))
         record["avoid"] = sorted([list(k), sorted(v)] for k, v in avoid.items())
         record["refused"] = sorted([list(k), v] for k, v in refused.items())
