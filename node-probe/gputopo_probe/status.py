@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from gputopo.api.conditions import Condition
+from gputopo.api.conditions import HEALTHY, Condition
 from gputopo.api.nodetopology import (
     GpuHealth,
     GpuHealthState,
@@ -64,7 +64,7 @@ def build_status(
         gpus.append(gpu_status.model_copy(update={"health": health, "nvlink": nvlink}))
     summary = node_health(topology)
     ready = Condition(
-        type="Healthy",
+        type=HEALTHY,
         status="True" if summary == "healthy" else "False",
         reason=summary.capitalize(),
         message="" if summary == "healthy" else _summary(topology),

@@ -341,7 +341,6 @@ OPERATOR_CAN = [
     ("list-nodetopologies", "list", "nodetopologies.gputopo.io", "", ""),
     ("watch-nodepodgpus", "watch", "nodepodgpus.gputopo.io", "", ""),
     ("create-pods", "create", "pods", "", "-A"),
-    ("ungate-pods", "patch", "pods", "", "-A"),
     ("create-services", "create", "services", "", "-A"),
     ("post-events", "create", "events.events.k8s.io", "", "-A"),
     ("keep-peering", "patch", "clusterkopfpeerings.kopf.dev", "", ""),
@@ -351,6 +350,7 @@ OPERATOR_CAN = [
     ("watch-configmaps-for-kopf", "watch", "configmaps", "", "-A"),
 ]
 OPERATOR_CANNOT = [
+    ("patch-pods", "patch", "pods", "", "-A"),
     ("read-secrets", "get", "secrets", "", "-A"),
     ("list-secrets-here", "list", "secrets", "", NS),
     ("write-nodes", "patch", "nodes", "", ""),

@@ -9,7 +9,6 @@ from typing import Any, TypeVar
 
 import pytest
 
-from gputopo.api.group import GANG_GATE
 from gputopo.api.trainingjob import JobPhase, TrainingJobStatus
 from gputopo.kube.client import KubeClient, load_configuration
 from gputopo.kube.errors import AlreadyExistsError, ApiError, ConflictError, NotFoundError
@@ -37,30 +36,23 @@ def run(sandbox: SandboxHandle, call: Callable[[KubeClient], Awaitable[T]]) -> T
     return asyncio.run(go())
 
 
-def gated_pod(name: str) -> dict[str, Any]:
+def a_pod(name: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "schedulingGates": [{"name": GANG_GATE}, {"name": "example.com/other"}],
-            "containers": [{"name": "main", "image": "busybox"}],
-        },
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
     }
 
 
-def test_create_is_idempotent_and_ungate_removes_only_our_gate(sandbox: SandboxHandle, namespace: str) -> None:
-    body = gated_pod("client-pod")
+def test_create_and_delete_are_idempotent(sandbox: SandboxHandle, namespace: str) -> None:
+    body = a_pod("client-pod")
     assert run(sandbox, lambda c: c.create_pod(body)) is True
     assert run(sandbox, lambda c: c.create_pod(body)) is False  # exists: the wanted state already holds
-    run(sandbox, lambda c: c.ungate(namespace, "client-pod"))
-    gates = sandbox.get_json("pod", "-n", namespace, "client-pod")["spec"].get("schedulingGates")
-    assert gates == [{"name": "example.com/other"}]
     pod = sandbox.get_json("pod", "-n", namespace, "client-pod", "--show-managed-fields")
     assert any(m.get("manager") == "gputopo-operator" for m in pod["metadata"]["managedFields"])
     run(sandbox, lambda c: c.delete_pod(namespace, "client-pod", 0))
     run(sandbox, lambda c: c.delete_pod(namespace, "client-pod", 0))  # gone already: no error
-    run(sandbox, lambda c: c.ungate(namespace, "never-was"))  # nothing to ungate: no error
 
 
 def test_status_writes_and_job_deletion(sandbox: SandboxHandle, namespace: str) -> None:
@@ -107,7 +99,7 @@ def test_errors_are_translated(sandbox: SandboxHandle, namespace: str) -> None:
         run(sandbox, stale_update)
     assert not isinstance(conflict.value, AlreadyExistsError)
 
-    bad = gated_pod("Not_A_Name")
+    bad = a_pod("Not_A_Name")
     with pytest.raises(ApiError) as invalid:
         run(sandbox, lambda c: c.create_pod(bad))
     assert invalid.value.status == 422 and invalid.value.reason == "Invalid"
@@ -152,7 +144,7 @@ def test_an_unreachable_server_is_an_api_error_with_status_0(sandbox: SandboxHan
 
 
 def test_the_reflector_lists_in_pages_and_follows_changes(sandbox: SandboxHandle, namespace: str) -> None:
-    from gputopo.kube.reflector import Reflector
+    from gputopo.kube.reflector import Reflector, Rhythm
 
     for i in range(5):
         sandbox.kubectl("create", "configmap", f"refl-{i}", "-n", namespace, f"--from-literal=v={i}")
@@ -169,8 +161,7 @@ def test_the_reflector_lists_in_pages_and_follows_changes(sandbox: SandboxHandle
             lambda name, obj, before: str((obj.get("data") or {}).get("v", "")),
             on_change=lambda: changes.append(1),
             on_delete=deleted.append,
-            page_size=2,  # five objects: three pages
-            watch_seconds=30,
+            rhythm=Rhythm(page_size=2, watch_seconds=30),  # five objects: three pages
         )
         task = asyncio.create_task(reflector.run())
         try:

@@ -1,13 +1,33 @@
 """Conditions as the Kubernetes API conventions define them (metav1.Condition)."""
 
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
 from gputopo.api.base import StatusModel
 
-__all__ = ["Condition", "set_condition"]
+__all__ = [
+    "DEGRADED",
+    "FAILED",
+    "GPUS_AS_PLANNED",
+    "HEALTHY",
+    "INVALID",
+    "PLACED",
+    "SUCCEEDED",
+    "Condition",
+    "set_condition",
+]
+
+# A TrainingJob's condition types.
+PLACED: Final = "Placed"  # the gang has a plan (True), or why not
+INVALID: Final = "Invalid"  # the spec, or the pods it makes, cannot be run as written
+DEGRADED: Final = "Degraded"  # a part under the gang failed and the job runs on (tolerated, or waiting)
+SUCCEEDED: Final = "Succeeded"
+FAILED: Final = "Failed"
+GPUS_AS_PLANNED: Final = "GpusAsPlanned"  # the pods hold the planned GPUs: Unknown until every rank is reported
+# A NodeTopology's condition type.
+HEALTHY: Final = "Healthy"
 
 
 class Condition(StatusModel):

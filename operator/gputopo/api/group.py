@@ -10,7 +10,6 @@ __all__ = [
     "DRA_DRIVER",
     "FIELD_MANAGER_OPERATOR",
     "FIELD_MANAGER_PROBE",
-    "GANG_GATE",
     "GPU_RESOURCE",
     "GROUP",
     "LABEL_JOB",
@@ -26,7 +25,6 @@ GPU_RESOURCE: Final = "nvidia.com/gpu"
 # NVIDIA's DRA driver (kubernetes-sigs/dra-driver-nvidia-gpu) and its DeviceClass of whole GPUs.
 DRA_DRIVER: Final = "gpu.nvidia.com"
 DRA_DEVICE_CLASS: Final = "gpu.nvidia.com"
-GANG_GATE: Final = "gputopo.io/gang"
 
 LABEL_JOB: Final = "gputopo.io/job"
 LABEL_RANK: Final = "gputopo.io/rank"

@@ -38,10 +38,6 @@ class JobActions:
     claims: list[dict[str, Any]] = field(default_factory=list)  # ResourceClaims, created if absent before the pods
     claim_deletions: list[str] = field(default_factory=list)  # ResourceClaims of the job to delete
     pods: list[dict[str, Any]] = field(default_factory=list)  # create if absent
-    ungate: list[str] = field(default_factory=list)
-    # Pods an earlier version created gated: ungate these once every pod above was created (or found
-    # existing): then the whole gang exists, and waiting for the next pass to see it would only add a round trip.
-    ungate_once_created: list[str] = field(default_factory=list)
     events: list[EventNote] = field(default_factory=list)
     delete_job: bool = False
 
@@ -53,7 +49,6 @@ class JobActions:
             or self.claims
             or self.claim_deletions
             or self.pods
-            or self.ungate
             or self.events
             or self.delete_job
         )
@@ -62,14 +57,7 @@ class JobActions:
     def reports_only(self) -> bool:
         """Whether these actions only report (a status, Events): nothing in the cluster changes by them."""
         return not (
-            self.deletions
-            or self.service
-            or self.claims
-            or self.claim_deletions
-            or self.pods
-            or self.ungate
-            or self.ungate_once_created
-            or self.delete_job
+            self.deletions or self.service or self.claims or self.claim_deletions or self.pods or self.delete_job
         )
 
     def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:

@@ -18,7 +18,6 @@ from gputopo.api.gpus import GpuCountError, pod_gpus
 from gputopo.api.group import (
     ANNOTATION_GPUS,
     ANNOTATION_PLACEMENT_GENERATION,
-    GANG_GATE,
     LABEL_JOB,
     LABEL_RANK,
 )
@@ -136,7 +135,6 @@ class PodFacts:
     planned_gpus: tuple[int, ...] | None = None
     generation: int | None = None
     phase: str = "Pending"
-    gated: bool = False
     deleting: bool = False
     unschedulable_since: datetime | None = None
     scheduled_at: datetime | None = None  # when kube-scheduler bound it
@@ -177,7 +175,6 @@ def pod_facts(body: Mapping[str, Any]) -> PodFacts:
             scheduled_at = parse_time(cond.get("lastTransitionTime"))
         if (cond.get("type"), cond.get("status"), cond.get("reason")) == ("PodScheduled", "False", "Unschedulable"):
             unschedulable_since = parse_time(cond.get("lastTransitionTime"))
-    gates = {str(_dict(g).get("name")) for g in _list(spec.get("schedulingGates"))}
     job = labels.get(LABEL_JOB)
     return PodFacts(
         namespace=str(meta.get("namespace", "default")),
@@ -191,7 +188,6 @@ def pod_facts(body: Mapping[str, Any]) -> PodFacts:
         planned_gpus=parse_gpus(annotations.get(ANNOTATION_GPUS)),
         generation=_int(annotations.get(ANNOTATION_PLACEMENT_GENERATION)),
         phase=str(status.get("phase") or "Pending"),
-        gated=GANG_GATE in gates,
         deleting=bool(meta.get("deletionTimestamp")),
         unschedulable_since=unschedulable_since,
         scheduled_at=scheduled_at,

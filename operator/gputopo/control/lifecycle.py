@@ -15,7 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from gputopo.api.conditions import Condition, set_condition
+from gputopo.api.conditions import (
+    DEGRADED,
+    FAILED,
+    GPUS_AS_PLANNED,
+    INVALID,
+    PLACED,
+    SUCCEEDED,
+    Condition,
+    set_condition,
+)
 from gputopo.api.trainingjob import JobPhase, PlacementStatus, TrainingJobSpec, TrainingJobStatus, WorkerPlacement
 from gputopo.control.actions import JobActions, PodDeletion
 from gputopo.control.bandwidth import estimate_workers
@@ -33,8 +42,6 @@ __all__ = ["GPUS_AS_PLANNED", "POD_REFUSED", "Config", "JobStep", "Restart", "se
 
 # The Invalid condition's reason when the API server refused the gang's pods (recorded per generation).
 POD_REFUSED = "PodRefused"
-# Whether the GPUs the pods hold are the planned ones: Unknown until the probes report every rank.
-GPUS_AS_PLANNED = "GpusAsPlanned"
 
 _API_TIME_RESOLUTION = timedelta(seconds=1)  # metav1.Time is serialised in whole seconds
 _REPORT_RECHECK = timedelta(seconds=5)  # how soon to look again at a report from the second of a binding
@@ -123,10 +130,10 @@ class _Step:
     def finish(self, phase: JobPhase, reason: str, message: str) -> None:
         self.status.phase = phase
         self.status.completion_time = self.status.completion_time or self.now
-        kind = "Succeeded" if phase is JobPhase.SUCCEEDED else "Failed"
+        kind = SUCCEEDED if phase is JobPhase.SUCCEEDED else FAILED
         if self.condition(kind, True, reason, message):
             self.out.actions.event("Normal" if phase is JobPhase.SUCCEEDED else "Warning", reason, message)
-        self.condition("Placed", False, reason, "the job has finished")
+        self.condition(PLACED, False, reason, "the job has finished")
 
     def clear_placement(self) -> None:
         generation = self.status.placement.generation if self.status.placement else 0
@@ -155,12 +162,7 @@ def _placed(status: TrainingJobStatus) -> PlacementStatus | None:
 def _refused(status: TrainingJobStatus, generation: int) -> str | None:
     """The API server's refusal of this generation's pods, as the status recorded it."""
     for c in status.conditions:
-        if (
-            c.type == "Invalid"
-            and c.status == "True"
-            and c.reason == POD_REFUSED
-            and c.observed_generation == generation
-        ):
+        if c.type == INVALID and c.status == "True" and c.reason == POD_REFUSED and c.observed_generation == generation:
             return c.message
     return None
 
@@ -201,26 +203,26 @@ def step(
 
     found = problems(job, config.tiers)
     if found:
-        if s.condition("Invalid", True, "InvalidSpec", "; ".join(found)):
+        if s.condition(INVALID, True, "InvalidSpec", "; ".join(found)):
             out.actions.event("Warning", "InvalidSpec", "; ".join(found))
         if _placed(status) is None:
-            s.condition("Placed", False, "InvalidSpec", "fix the spec to queue the job")
+            s.condition(PLACED, False, "InvalidSpec", "fix the spec to queue the job")
             return _done(s)
     else:
         refused = refusal or _refused(status, job.generation)
         if refused is not None:
             # The API server will refuse these pods again until the spec changes: give the GPUs back, stop.
-            if s.condition("Invalid", True, POD_REFUSED, refused):
+            if s.condition(INVALID, True, POD_REFUSED, refused):
                 out.actions.event("Warning", POD_REFUSED, refused)
             s.delete([p for p in ours if not p.deleting], 0)
             s.delete_claims()
             if _placed(status) is not None:
                 s.clear_placement()
             status.phase = JobPhase.PENDING
-            s.condition("Placed", False, POD_REFUSED, "fix the pod template to queue the job again")
+            s.condition(PLACED, False, POD_REFUSED, "fix the pod template to queue the job again")
             return _done(s)
-        if s.is_true("Invalid"):
-            s.condition("Invalid", False, "Valid", "")
+        if s.is_true(INVALID):
+            s.condition(INVALID, False, "Valid", "")
     spec = job.spec
     assert spec is not None  # problems() reports a spec that does not parse
 
@@ -248,7 +250,7 @@ def step(
     s.delete_claims(placement.generation if placement is not None else None)
     if placement is None:
         return _unplaced(s, spec)
-    return _placed_step(s, spec, placement, current, bool(old), view, config)
+    return _placed_step(s, spec, placement, current, bool(old))
 
 
 def _grace_for(pods: Sequence[PodFacts], view: ClusterView, spec: TrainingJobSpec) -> int:
@@ -265,7 +267,7 @@ def _unplaced(s: _Step, spec: TrainingJobSpec) -> JobStep:
         if status.last_restart_time is not None and delay > 0:
             ready_at = status.last_restart_time + timedelta(seconds=delay)
             if s.now < ready_at:
-                s.condition("Placed", False, "BackOff", f"re-placement {status.restarts} waits {delay:g}s")
+                s.condition(PLACED, False, "BackOff", f"re-placement {status.restarts} waits {delay:g}s")
                 out.wake(ready_at)
                 return _done(s)
     else:
@@ -276,70 +278,91 @@ def _unplaced(s: _Step, spec: TrainingJobSpec) -> JobStep:
 
 
 def _placed_step(
-    s: _Step,
-    spec: TrainingJobSpec,
-    placement: PlacementStatus,
-    current: dict[int, PodFacts],
-    old_left: bool,
-    view: ClusterView,
-    config: Config,
+    s: _Step, spec: TrainingJobSpec, placement: PlacementStatus, current: dict[int, PodFacts], old_left: bool
 ) -> JobStep:
-    job, status, out, now = s.job, s.status, s.out, s.now
+    """A job with a plan: the rules below in turn, the first that settles the job ending the step; then the status
+    follows what the probes report, and the faults under the gang are judged."""
     if old_left:
-        status.phase = JobPhase.RESCHEDULING if status.restarts else JobPhase.PLACING
-        s.condition("Placed", True, "WaitingForOldPods", "the previous gang is terminating")
-        return _with_faults(s, spec, placement, view, config)
+        s.status.phase = JobPhase.RESCHEDULING if s.status.restarts else JobPhase.PLACING
+        s.condition(PLACED, True, "WaitingForOldPods", "the previous gang is terminating")
+        return _with_faults(s, spec, placement)
+    settled = (
+        _claims_blocked(s, placement, current)
+        or _ranks_missing(s, spec, placement, current)
+        or _worker_ended(s, spec, placement, current)
+        or _binding_timed_out(s, placement, current)
+    )
+    if settled is not None:
+        return settled
+    _follow_reality(s, placement, current)
+    return _with_faults(s, spec, placement)
 
-    # Checked before the gang is whole too: a rank whose pod cannot be created yet must not keep a plan whose
-    # devices someone else has taken meanwhile.
-    blocked = _blocked_claims(s, placement, current) if config.gpu_allocation is GpuAllocation.DRA else []
-    if blocked:
-        return _replan(s, list(current.values()), "ClaimUnallocatable", "; ".join(blocked), frozenset())
 
+def _claims_blocked(s: _Step, placement: PlacementStatus, current: dict[int, PodFacts]) -> JobStep | None:
+    """DRA: a planned device a rank not yet bound can never get re-plans the job. Checked before the gang is whole
+    too: a rank whose pod cannot be created yet must not keep a plan whose devices someone else has taken."""
+    if s.config.gpu_allocation is not GpuAllocation.DRA:
+        return None
+    blocked = _blocked_claims(s, placement, current)
+    if not blocked:
+        return None
+    return _replan(s, list(current.values()), "ClaimUnallocatable", "; ".join(blocked), frozenset())
+
+
+def _ranks_missing(
+    s: _Step, spec: TrainingJobSpec, placement: PlacementStatus, current: dict[int, PodFacts]
+) -> JobStep | None:
+    """A rank without its pod: lost when the job runs (a restart), else still to be created."""
     missing = [w for w in placement.workers if w.rank not in current]
-    if missing and status.phase is JobPhase.RUNNING:
-        return _restart(s, spec, "WorkerLost", f"{pod_name(job.name, missing[0].rank)} disappeared", view, current)
-    if missing:
-        _create_gang(s, spec, placement, missing)
-        # Ranks an earlier version created behind its gang gate go once the whole gang exists.
-        out.actions.ungate_once_created = [current[rank].name for rank in sorted(current) if current[rank].gated]
-        status.phase = JobPhase.PLACING
-        return _with_faults(s, spec, placement, view, config)
+    if not missing:
+        return None
+    if s.status.phase is JobPhase.RUNNING:
+        lost = f"{pod_name(s.job.name, missing[0].rank)} disappeared"
+        return _restart(s, spec, "WorkerLost", lost, current)
+    _create_gang(s, spec, placement, missing)
+    s.status.phase = JobPhase.PLACING
+    return _with_faults(s, spec, placement)
 
+
+def _worker_ended(
+    s: _Step, spec: TrainingJobSpec, placement: PlacementStatus, current: dict[int, PodFacts]
+) -> JobStep | None:
+    """A worker failed or is being deleted (a restart), or every worker succeeded (the job did)."""
     gang = [current[w.rank] for w in placement.workers]
     failed = [p for p in gang if p.phase == "Failed"]
     if failed:
-        return _restart(s, spec, "WorkerFailed", f"{failed[0].name} failed", view, current)
+        return _restart(s, spec, "WorkerFailed", f"{failed[0].name} failed", current)
     lost = [p for p in gang if p.deleting and not p.finished]
     if lost:
-        return _restart(s, spec, "WorkerLost", f"{lost[0].name} is being deleted", view, current)
+        return _restart(s, spec, "WorkerLost", f"{lost[0].name} is being deleted", current)
     if all(p.phase == "Succeeded" for p in gang):
         s.finish(JobPhase.SUCCEEDED, "AllWorkersSucceeded", f"{len(gang)} workers succeeded")
         return _done(s)
+    return None
 
-    gated = [p.name for p in gang if p.gated]  # created by an earlier version, behind its gang gate
-    if gated:
-        out.actions.ungate = gated
-        status.phase = JobPhase.PLACING
-    elif all(p.node and p.phase in ("Running", "Succeeded") for p in gang):
+
+def _binding_timed_out(s: _Step, placement: PlacementStatus, current: dict[int, PodFacts]) -> JobStep | None:
+    """Running once every worker is bound and running; until then Placing, and a gang kube-scheduler could not
+    bind for ``unschedulable_timeout`` is planned again elsewhere."""
+    status, out, now, timeout = s.status, s.out, s.now, s.config.unschedulable_timeout
+    gang = [current[w.rank] for w in placement.workers]
+    if all(p.node and p.phase in ("Running", "Succeeded") for p in gang):
         if status.phase is not JobPhase.RUNNING:
             out.actions.event("Normal", "Running", f"all {len(gang)} workers are running")
         status.phase = JobPhase.RUNNING
-    else:
-        status.phase = JobPhase.PLACING
-        stuck = [p for p in gang if p.unschedulable_since is not None]
-        if stuck:
-            since = min(p.unschedulable_since for p in stuck if p.unschedulable_since)
-            expiry = since + timedelta(seconds=config.unschedulable_timeout)
-            if now >= expiry:
-                nodes = {w.node for w in placement.workers if current[w.rank] in stuck}
-                message = f"{stuck[0].name} unschedulable for {config.unschedulable_timeout:g}s on " + ", ".join(
-                    sorted(nodes)
-                )
-                return _replan(s, gang, "PlacementTimedOut", message, frozenset(nodes), "; planning again elsewhere")
-            out.wake(expiry)
-    _follow_reality(s, placement, current, view, config)
-    return _with_faults(s, spec, placement, view, config)
+        return None
+    status.phase = JobPhase.PLACING
+    stuck = [p for p in gang if p.unschedulable_since is not None]
+    if not stuck:
+        return None
+    since = min(p.unschedulable_since for p in stuck if p.unschedulable_since)
+    expiry = since + timedelta(seconds=timeout)
+    if now < expiry:
+        out.wake(expiry)
+        return None
+    nodes = {w.node for w in placement.workers if current[w.rank] in stuck}
+    message = f"{stuck[0].name} unschedulable for {timeout:g}s on " + ", ".join(sorted(nodes))
+    return _replan(s, gang, "PlacementTimedOut", message, frozenset(nodes), "; planning again elsewhere")
 
 
 def _replan(
@@ -350,7 +373,7 @@ def _replan(
     s.delete_claims()
     s.clear_placement()
     s.status.phase = JobPhase.PENDING if not s.status.restarts else JobPhase.RESCHEDULING
-    s.condition("Placed", False, reason, message)
+    s.condition(PLACED, False, reason, message)
     s.out.actions.event("Warning", reason, message + (tail or "; planning again"))
     s.out.avoid_nodes = avoid
     return _done(s)
@@ -389,12 +412,11 @@ def _blocked_claims(s: _Step, placement: PlacementStatus, current: dict[int, Pod
     return reasons
 
 
-def _follow_reality(
-    s: _Step, placement: PlacementStatus, current: dict[int, PodFacts], view: ClusterView, config: Config
-) -> None:
+def _follow_reality(s: _Step, placement: PlacementStatus, current: dict[int, PodFacts]) -> None:
     """When the probe says a pod holds other GPUs than planned, the status follows the pod, and the
     ``GpusAsPlanned`` condition says so until the next placement; True once every rank is reported on its
     planned GPUs."""
+    view, config = s.view, s.config
     changed: list[str] = []
     reported = 0
     workers = []
@@ -457,10 +479,8 @@ def _gpus_differed(s: _Step) -> bool:
     return any(c.type == GPUS_AS_PLANNED and c.status == "False" for c in s.status.conditions)
 
 
-def _with_faults(
-    s: _Step, spec: TrainingJobSpec, placement: PlacementStatus, view: ClusterView, config: Config
-) -> JobStep:
-    status, out, now = s.status, s.out, s.now
+def _with_faults(s: _Step, spec: TrainingJobSpec, placement: PlacementStatus) -> JobStep:
+    status, out, now, view, config = s.status, s.out, s.now, s.view, s.config
     workers = (status.placement or placement).workers
     faults, recheck = faults_under(workers, view.topologies, view.nodes, now, config.not_ready_grace)
     if recheck is not None:
@@ -476,8 +496,8 @@ def _with_faults(
         lambda: estimate_workers(workers, view.topologies, view.nodes, config.tiers),
     )
     if verdict.action is Action.NONE:
-        if s.is_true("Degraded"):
-            s.condition("Degraded", False, "Recovered", "every part under the gang works")
+        if s.is_true(DEGRADED):
+            s.condition(DEGRADED, False, "Recovered", "every part under the gang works")
             recovered = estimate_workers(workers, view.topologies, view.nodes, config.tiers)
             if recovered is not None and status.placement is not None:
                 status.placement.estimated_bus_bandwidth_g_bps = round(recovered.busbw_gbps, 3)
@@ -485,14 +505,14 @@ def _with_faults(
             out.actions.event("Normal", "Recovered", "every part under the gang works again")
         return _done(s)
     if verdict.action is Action.TOLERATE:
-        if s.condition("Degraded", True, verdict.reason, verdict.message):
+        if s.condition(DEGRADED, True, verdict.reason, verdict.message):
             out.actions.event("Warning", "Tolerated", verdict.message)
         if verdict.estimate is not None and status.placement is not None:
             status.placement.estimated_bus_bandwidth_g_bps = round(verdict.estimate.busbw_gbps, 3)
             status.placement.bottleneck = verdict.estimate.bottleneck
         return _done(s)
     if verdict.action is Action.WAIT:
-        if s.condition("Degraded", True, verdict.reason, verdict.message):
+        if s.condition(DEGRADED, True, verdict.reason, verdict.message):
             out.actions.event("Warning", verdict.reason, verdict.message)
         if verdict.not_before is not None:
             out.wake(verdict.not_before)
@@ -502,21 +522,14 @@ def _with_faults(
         s.delete(pods, spec.failure_policy.grace_period_seconds)
         s.finish(JobPhase.FAILED, verdict.reason, verdict.message)
         return _done(s)
-    if s.is_true("Degraded"):
-        s.condition("Degraded", False, "Rescheduled", "the gang is being re-placed")
+    if s.is_true(DEGRADED):
+        s.condition(DEGRADED, False, "Rescheduled", "the gang is being re-placed")
     return _reschedule(
         s, spec, pods, verdict.grace_seconds, verdict.reason, f"re-placing after {verdict.reason}", verdict.message
     )
 
 
-def _restart(
-    s: _Step,
-    spec: TrainingJobSpec,
-    reason: str,
-    message: str,
-    view: ClusterView,
-    current: dict[int, PodFacts],
-) -> JobStep:
+def _restart(s: _Step, spec: TrainingJobSpec, reason: str, message: str, current: dict[int, PodFacts]) -> JobStep:
     status = s.status
     gang = list(current.values())
     policy = spec.failure_policy
@@ -524,7 +537,7 @@ def _restart(
         s.delete(gang, policy.grace_period_seconds)
         s.finish(JobPhase.FAILED, reason, f"{message}; maxRestarts {policy.max_restarts} reached")
         return _done(s)
-    return _reschedule(s, spec, gang, _grace_for(gang, view, spec), reason, reason, message, verb="restarting")
+    return _reschedule(s, spec, gang, _grace_for(gang, s.view, spec), reason, reason, message, verb="restarting")
 
 
 def _reschedule(
@@ -545,7 +558,7 @@ def _reschedule(
     status.last_restart_time = s.now
     status.phase = JobPhase.RESCHEDULING
     s.clear_placement()
-    s.condition("Placed", False, "Rescheduling", f"{why}: {message}")
+    s.condition(PLACED, False, "Rescheduling", f"{why}: {message}")
     out.actions.event("Warning", reason, f"{verb} the gang (restart {status.restarts}): {message}")
     out.restart = Restart(reason)
     out.old_pods_left = True
@@ -606,8 +619,8 @@ def settle(
     if not isinstance(result, Placement):
         message = str(result)
         reason = "Unplaceable" if not status.restarts else "WaitingForCapacity"
-        before = next((c.message for c in status.conditions if c.type == "Placed"), None)
-        s.condition("Placed", False, reason, message)
+        before = next((c.message for c in status.conditions if c.type == PLACED), None)
+        s.condition(PLACED, False, reason, message)
         if before != message[:1024]:
             out.actions.event("Normal", reason, message)
         return None
@@ -623,7 +636,7 @@ def settle(
         f"estimated bus bandwidth {placement.estimated_bus_bandwidth_g_bps:.1f} GB/s, "
         f"bottleneck {placement.bottleneck}"
     )
-    s.condition("Placed", True, "Placed", message)
+    s.condition(PLACED, True, "Placed", message)
     s.condition(
         GPUS_AS_PLANNED, None, "AwaitingReport", f"generation {placement.generation} is not yet reported by the probes"
     )
@@ -638,7 +651,7 @@ def unreadable(job: JobFacts, now: datetime, error: Exception, view: ClusterView
     so one job the operator cannot read never stops the pass for the others."""
     s = _Step(job, now, view, config)
     message = f"gputopo could not read this job ({type(error).__name__}: {error}); fix the spec"
-    if s.condition("Invalid", True, "InvalidSpec", message):
+    if s.condition(INVALID, True, "InvalidSpec", message):
         s.out.actions.event("Warning", "InvalidSpec", message)
     return _done(s)
 

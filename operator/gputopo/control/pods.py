@@ -121,10 +121,7 @@ def pod_manifest(
     """With ``claim`` (DRA mode) the GPUs come from that ResourceClaim, else from an nvidia.com/gpu limit.
 
     The pod is schedulable as it is created, pinned to its node: the plan holds the gang's GPUs from the moment
-    it is made, so a rank bound before the rest of the gang exists takes nothing another plan could have had.
-    (Earlier versions created a gang's pods behind the ``GANG_GATE`` scheduling gate and lifted it once the whole
-    gang existed: a write per pod and a round trip per gang for nothing the plan does not already hold. Pods they
-    left gated are still released, see ``lifecycle``.)"""
+    it is made, so a rank bound before the rest of the gang exists takes nothing another plan could have had."""
     template = copy.deepcopy(spec.template)
     meta = template.get("metadata") or {}
     pod_spec: dict[str, Any] = template["spec"]

@@ -2,22 +2,74 @@
 
 The probe already debounces single bad readings; this keeps a link that goes down and up every half
 second from attracting the next plan each time it reads Up. A job's own placement is judged on what the
-topology says now (see ``failure``); only new plans read the quarantined view.
+topology says now (see ``failure``); only new plans read the quarantined view. The pass observes each
+NodeTopology reading the watch recorded, on the pass's own ``now``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Final
 
 from gputopo.api.nodetopology import FabricHealth, GpuHealthState, LinkState, NicState
 from gputopo.topology.fabric import fabric_health, health_mask
+from gputopo.topology.memo import Table
 from gputopo.topology.model import Topology
 
-__all__ = ["Part", "Quarantine"]
+__all__ = ["FabricPart", "GpuPart", "LinkPart", "NicPart", "Part", "Quarantine", "failing_parts"]
 
-# ("link", a, b) | ("gpu", index, -1) | ("nic", name, -1) | ("fabric", gpu index, -1)
-Part = tuple[str, int | str, int]
+
+@dataclass(frozen=True, slots=True)
+class LinkPart:
+    """The link between GPUs ``a`` and ``b`` (a < b) is not Up."""
+
+    a: int
+    b: int
+
+    def fail(self, topology: Topology) -> Topology:
+        if (self.a, self.b) not in topology.links:
+            return topology
+        return topology.with_link_state(self.a, self.b, LinkState.DOWN)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPart:
+    """GPU ``index`` is unhealthy."""
+
+    index: int
+
+    def fail(self, topology: Topology) -> Topology:
+        if self.index >= topology.gpu_count:
+            return topology
+        return topology.with_gpu_health(self.index, GpuHealthState.UNHEALTHY, "quarantined after a recent fault")
+
+
+@dataclass(frozen=True, slots=True)
+class FabricPart:
+    """GPU ``index``'s NVLink fabric is not healthy."""
+
+    index: int
+
+    def fail(self, topology: Topology) -> Topology:
+        return _fabric_degraded(topology, self.index) if self.index < topology.gpu_count else topology
+
+
+@dataclass(frozen=True, slots=True)
+class NicPart:
+    """NIC ``name`` is down."""
+
+    name: str
+
+    def fail(self, topology: Topology) -> Topology:
+        return topology.with_nic_state(self.name, NicState.DOWN)
+
+
+Part = LinkPart | GpuPart | FabricPart | NicPart
+
+# A node's topology with recently failing parts shown failed, kept in the topology's own memo: the same masked
+# model object comes back pass after pass, and with it what the planner worked out for it.
+_MASKED: Final[Table[frozenset[Part], Topology]] = Table("quarantine masks")
 
 
 def _fabric_degraded(topology: Topology, index: int) -> Topology:
@@ -34,15 +86,15 @@ def failing_parts(topology: Topology) -> set[Part]:
     parts: set[Part] = set()
     for (a, b), link in topology.links.items():
         if link.state is not LinkState.UP:
-            parts.add(("link", a, b))
+            parts.add(LinkPart(a, b))
     for gpu in topology.gpus:
         if gpu.health is GpuHealthState.UNHEALTHY:
-            parts.add(("gpu", gpu.index, -1))
+            parts.add(GpuPart(gpu.index))
         if fabric_health(gpu.fabric)[0] is not FabricHealth.HEALTHY:
-            parts.add(("fabric", gpu.index, -1))
+            parts.add(FabricPart(gpu.index))
     for nic in topology.nics:
         if nic.state is NicState.DOWN:
-            parts.add(("nic", nic.name, -1))
+            parts.add(NicPart(nic.name))
     return parts
 
 
@@ -51,7 +103,6 @@ class Quarantine:
     seconds: float
     _last_seen: dict[str, dict[Part, datetime]] = field(default_factory=dict)
     _failing: dict[str, set[Part]] = field(default_factory=dict)
-    _masked: dict[tuple[str, int, frozenset[Part]], tuple[Topology, Topology]] = field(default_factory=dict)
 
     def observe(self, node: str, topology: Topology, now: datetime) -> None:
         """Record the parts failing in this reading of the node."""
@@ -83,25 +134,15 @@ class Quarantine:
         return max(seen.values()) + timedelta(seconds=self.seconds) if seen else None
 
     def mask(self, node: str, topology: Topology, now: datetime) -> Topology:
-        """The topology with every recently failing part shown failed (cached per topology object)."""
+        """The topology with every recently failing part shown failed (kept in the topology's memo)."""
         parts = self.parts(node, now) - failing_parts(topology)
         if not parts:
             return topology
-        key = (node, id(topology), parts)
-        cached = self._masked.get(key)
-        if cached is not None and cached[0] is topology:  # an id can be reused once freed
-            return cached[1]
-        masked = topology
-        for kind, x, y in sorted(parts, key=str):
-            if kind == "link" and isinstance(x, int) and (x, y) in masked.links:
-                masked = masked.with_link_state(x, y, LinkState.DOWN)
-            elif kind == "gpu" and isinstance(x, int) and x < masked.gpu_count:
-                masked = masked.with_gpu_health(x, GpuHealthState.UNHEALTHY, "quarantined after a recent fault")
-            elif kind == "nic" and isinstance(x, str):
-                masked = masked.with_nic_state(x, NicState.DOWN)
-            elif kind == "fabric" and isinstance(x, int) and x < masked.gpu_count:
-                masked = _fabric_degraded(masked, x)
-        if len(self._masked) > 4096:
-            self._masked.clear()
-        self._masked[key] = (topology, masked)
+        masks = topology.memo.table(_MASKED)
+        masked = masks.get(parts)
+        if masked is None:
+            masked = topology
+            for part in sorted(parts, key=repr):
+                masked = part.fail(masked)
+            masks[parts] = masked
         return masked

@@ -21,7 +21,18 @@ from datetime import datetime
 from gputopo.control.facts import JobKey
 from gputopo.placement.types import Placement, Policy, Request, Snapshot, Unplaceable
 
-__all__ = ["Outcome", "QueuedJob", "drain", "order"]
+__all__ = ["Limits", "Outcome", "QueuedJob", "drain", "order"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """How long a pass's queue may wait and be planned: ``starvation_seconds`` for the head of the queue;
+    at most ``placements`` jobs placed, or ``planning_seconds`` planned on ``clock`` (None: no bound)."""
+
+    starvation_seconds: float = 300.0
+    placements: int | None = None
+    planning_seconds: float | None = None
+    clock: Callable[[], float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,18 +71,21 @@ def drain(
     jobs: Sequence[QueuedJob],
     place: Policy,
     now: datetime,
-    starvation_seconds: float,
-    clock: Callable[[], float] | None = None,
-    limit: int | None = None,
+    limits: Limits = Limits(),
     on_outcome: Callable[[Outcome], None] | None = None,
-    budget: float | None = None,
 ) -> tuple[list[Outcome], Snapshot]:
     """Try the queued jobs in order; the snapshot returned has every placement of the pass reserved.
 
-    With ``limit``, stop once that many jobs are placed; with ``budget`` (and a ``clock``), once a job was placed
-    and the pass has planned that many seconds. The jobs not tried get no outcome (the caller counts them as
+    Stop once ``limits.placements`` jobs are placed, or (with a ``limits.clock``) once a job was placed and the
+    pass has planned ``limits.planning_seconds``. The jobs not tried get no outcome (the caller counts them as
     still queued and runs another pass). ``on_outcome`` hears each outcome as soon as it is decided, before the
     next job is tried."""
+    clock, limit, budget, starvation_seconds = (
+        limits.clock,
+        limits.placements,
+        limits.planning_seconds,
+        limits.starvation_seconds,
+    )
     outcomes: list[Outcome] = []
     head: QueuedJob | None = None
     placed = 0

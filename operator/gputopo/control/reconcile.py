@@ -1,7 +1,8 @@
 """One pass of the control loop over every job (pure): step each job, then drain the placement queue.
 
-Input is what the indexes and the ledger hold; output is the actions per job, the plans to hold in the
-ledger, and when to look again. Nothing here talks to the API or reads the clock.
+Input (``PassInput``) is what the indexes, the ledger and the operator's memory hold; output (``PassResult``) is
+the actions per job, the plans to hold in the ledger, and when to look again. Nothing here talks to the API or
+reads the clock.
 """
 
 from __future__ import annotations
@@ -16,17 +17,72 @@ from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.lifecycle import TERMINAL, Config, JobStep, settle, step, unreadable
 from gputopo.control.quarantine import Quarantine
-from gputopo.control.queue import Outcome, QueuedJob, drain
+from gputopo.control.queue import Limits, Outcome, QueuedJob, drain
 from gputopo.control.view import ClusterView, build_snapshot
 from gputopo.control.warmup import warm, warm_shapes
 from gputopo.placement.cache import PlacementCache
 from gputopo.placement.types import Placement, Policy, Request, Snapshot
+from gputopo.topology.model import Topology
 
-__all__ = ["Pass", "planned_from_status", "run_pass", "shown_generation"]
+__all__ = [
+    "PassInput",
+    "PassResult",
+    "PassRules",
+    "Reading",
+    "World",
+    "planned_from_status",
+    "run_pass",
+    "shown_generation",
+]
+
+Reading = tuple[str, Topology]  # a node's NodeTopology as a watch read it
+
+
+@dataclass(frozen=True, slots=True)
+class World:
+    """What the indexes hold at the start of a pass."""
+
+    jobs: Mapping[JobKey, JobFacts]
+    job_pods: Mapping[JobKey, Sequence[PodFacts]]
+    view: ClusterView
+
+
+@dataclass(frozen=True, slots=True)
+class PassInput:
+    """What a pass decides on: the indexes, the ledger and the operator's memory at ``now``.
+
+    ``avoid``: nodes each job's gang is kept off; ``refused``: the API server's answers to jobs whose pods it
+    refused to create (their jobs turn Invalid); ``busy``: jobs whose last writes are still going out or not
+    yet back through the watches. ``readings``: the NodeTopologies the watch read since the last pass, in order,
+    for the ``quarantine`` to observe at ``now``. ``cache``: the placement cache of earlier passes."""
+
+    jobs: Mapping[JobKey, JobFacts]
+    job_pods: Mapping[JobKey, Sequence[PodFacts]]
+    view: ClusterView
+    now: datetime
+    ledger: Iterable[PlannedGang] = ()
+    avoid: Mapping[JobKey, frozenset[str]] = field(default_factory=dict)
+    refused: Mapping[JobKey, str] = field(default_factory=dict)
+    busy: Collection[JobKey] = frozenset()
+    quarantine: Quarantine | None = None
+    readings: Sequence[Reading] = ()
+    cache: PlacementCache | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PassRules:
+    """How a pass decides: the operator's config, the placement policy and the queue's limits. With
+    ``restarts_first``, a pass that restarts a gang places nothing: it records the restarts at once and asks to
+    run again right away (``wake_at`` now), when the waiting jobs are placed."""
+
+    config: Config
+    place: Policy
+    limits: Limits = field(default_factory=Limits)
+    restarts_first: bool = False
 
 
 @dataclass
-class Pass:
+class PassResult:
     actions: list[JobActions] = field(default_factory=list)
     reservations: list[PlannedGang] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
@@ -69,140 +125,145 @@ def _visible_generation(job: JobFacts, pods: Sequence[PodFacts], status: Trainin
 
 
 def run_pass(
-    jobs: Mapping[JobKey, JobFacts],
-    job_pods: Mapping[JobKey, Sequence[PodFacts]],
-    view: ClusterView,
-    ledger: Iterable[PlannedGang],
-    avoid: Mapping[JobKey, frozenset[str]],
-    config: Config,
-    now: datetime,
-    place: Policy,
-    quarantine: Quarantine | None = None,
-    starvation_seconds: float = 300.0,
-    clock: Callable[[], float] | None = None,
-    restarts_first: bool = False,
-    refused: Mapping[JobKey, str] | None = None,
-    placements_per_pass: int | None = None,
-    busy: Collection[JobKey] = frozenset(),
-    planning_seconds: float | None = None,
-    on_placed: Callable[[JobActions, PlannedGang], None] | None = None,
-    cache: PlacementCache | None = None,
-) -> Pass:
-    """With ``restarts_first``, a pass that restarts a gang places nothing: it records the restarts at once
-    and asks to run again right away (``wake_at`` now), when the waiting jobs are placed. ``refused`` holds
-    the API server's answers to jobs whose pods it refused to create (their jobs turn Invalid). With
-    ``placements_per_pass``, the queue stops after that many placements and the pass asks to run again at
-    once for the rest (see ``queue.drain``); with ``planning_seconds``, likewise once it has planned that long.
+    facts: PassInput, rules: PassRules, on_placed: Callable[[JobActions, PlannedGang], None] | None = None
+) -> PassResult:
+    """Step every job that is not busy, then drain the queue of those that want placement.
 
-    ``busy`` jobs are not stepped: their last writes are still going out, or not yet back through the
-    watches, so a step would act on what they were before (create their pods again, place them twice). The
-    GPUs their statuses hold still count, and the ledger keeps their plans until the cluster shows them.
+    ``busy`` jobs are not stepped: a step would act on what they were before (create their pods again, place
+    them twice). The GPUs their statuses hold still count, and the ledger keeps their plans until the cluster
+    shows them. With ``limits.placements`` the queue stops after that many placements and the pass asks to run
+    again at once for the rest (see ``queue.drain``); with ``limits.planning_seconds``, likewise once it has
+    planned that long.
 
     ``on_placed`` is handed each placed job's actions (its new status among them) and plan as soon as the job
     is placed, so its writes can start while the queue behind it is still being planned; those actions are
-    then not in the pass's ``actions`` (their plans are in ``reservations``).
+    then not in the result's ``actions`` (their plans are in ``reservations``).
 
-    ``cache`` is the placement cache of earlier passes (``build_snapshot``). A pass with a ``cache`` and a
-    ``clock`` that has nothing to place and no ``busy`` job warms the planner (``gputopo.control.warmup``)
-    for up to ``planning_seconds``."""
-    out = Pass()
-    steps: dict[JobKey, JobStep] = {}
-    queued: list[QueuedJob] = []
-    waiting = [(key, jobs[key]) for key in busy if key in jobs]
-    for key, job in waiting:
-        if job.status.phase not in TERMINAL:
-            out.visible[key] = shown_generation(job, job_pods.get(key, ()))
-        phase = str(job.status.phase)
-        out.phases[phase] = out.phases.get(phase, 0) + 1
-    for key in sorted(jobs):
-        if key in busy:
-            continue
-        job = jobs[key]
-        pods = job_pods.get(key, ())
-        try:
-            result = step(job, pods, view, config, now, (refused or {}).get(key))
-        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
-            # The spec is validated before it is read; this is the fence for what validation misses.
-            result = unreadable(job, now, error, view, config)
-        steps[key] = result
-        if job.status.phase not in TERMINAL:
-            out.visible[key] = _visible_generation(job, pods, result.status)
-        if result.avoid_nodes:
-            out.avoid[key] = result.avoid_nodes
-        if result.restart is not None:
-            out.restarts.append(result.restart.reason)
-        if result.wake_at is not None:
-            out.wake_at = result.wake_at if out.wake_at is None else min(out.wake_at, result.wake_at)
-        if result.wants_placement and job.spec is not None:
-            queued.append(
-                QueuedJob(
-                    key,
-                    job.spec.priority,
-                    job.created or now,
-                    Request.from_spec(job.spec, name=job.name, gpu_choice=config.gpu_choice),
-                    avoid.get(key, frozenset()) | result.avoid_nodes,
-                )
-            )
-
-    handed: set[JobKey] = set()  # placed jobs whose actions went to on_placed
-
-    def snapshot_now() -> Snapshot:
-        """The cluster with every plan held: the ledger's and those the statuses record."""
-        statuses = [*((k, s.status) for k, s in steps.items()), *((k, job.status) for k, job in waiting)]
-        return build_snapshot(view, [*ledger, *planned_from_status(statuses)], config.tiers, quarantine, now, cache)
-
-    if queued and restarts_first and out.restarts:
-        out.wake_at = now
-    elif queued:
-        snapshot = snapshot_now()
-
-        def settled(outcome: Outcome) -> None:
-            key = outcome.queued.key
-            if not isinstance(outcome.result, Placement):
-                out.queue_length += 1
-            try:
-                plan = settle(jobs[key], steps[key], outcome.result, now, view, config)
-            except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
-                # Building the gang read the template; the fence for what validation misses.
-                steps[key] = unreadable(jobs[key], now, error, view, config)
-                return
-            if plan is not None:
-                out.reservations.append(plan)
-                if on_placed is not None:
-                    result = steps[key]
-                    result.actions.status = result.status
-                    on_placed(result.actions, plan)
-                    handed.add(key)
-
-        outcomes, _ = drain(
-            snapshot, queued, place, now, starvation_seconds, clock, placements_per_pass, settled, planning_seconds
-        )
-        out.outcomes = outcomes
-        deferred = len(queued) - len(outcomes)
-        if deferred:
-            out.queue_length += deferred
-            out.wake_at = now
-    elif cache is not None and clock is not None and not busy:
-        out.warmed = warm(
-            snapshot_now,
-            cache,
-            warm_shapes(view),
-            place,
-            config.gpu_choice,
+    A pass with a ``cache`` and a clock that has nothing to place and no busy job warms the planner
+    (``gputopo.control.warmup``) for up to ``limits.planning_seconds``."""
+    if facts.quarantine is not None:
+        for node, topology in facts.readings:
+            facts.quarantine.observe(node, topology, facts.now)
+    state = _PassState(facts, rules, on_placed)
+    state.step_all()
+    if state.queued and rules.restarts_first and state.out.restarts:
+        state.out.wake_at = facts.now
+    elif state.queued:
+        state.drain()
+    elif facts.cache is not None and (clock := rules.limits.clock) is not None and not facts.busy:
+        budget = rules.limits.planning_seconds
+        state.out.warmed = warm(
+            state.snapshot,
+            facts.cache,
+            warm_shapes(facts.view),
+            rules.place,
+            rules.config.gpu_choice,
             clock,
-            planning_seconds if planning_seconds is not None else float("inf"),
+            budget if budget is not None else float("inf"),
         )
+    state.report()
+    return state.out
 
-    tried = {outcome.queued.key for outcome in out.outcomes}
-    for key, result in steps.items():
-        phase = str(result.status.phase)
-        out.phases[phase] = out.phases.get(phase, 0) + 1
-        if key in handed:
-            continue
-        if result.wants_placement and key not in tried and result.actions.reports_only:
-            continue  # not tried yet (the pass stopped early): what it would report waits for its turn
-        if result.status != jobs[key].status:
-            result.actions.status = result.status
-        if result.actions:
-            out.actions.append(result.actions)
-    return out
+
+class _PassState:
+    """One pass's working state: each job's step, the queue, and the result being built."""
+
+    def __init__(
+        self, facts: PassInput, rules: PassRules, on_placed: Callable[[JobActions, PlannedGang], None] | None
+    ) -> None:
+        self.facts, self.rules, self.on_placed = facts, rules, on_placed
+        self.out = PassResult()
+        self.steps: dict[JobKey, JobStep] = {}
+        self.queued: list[QueuedJob] = []
+        self.waiting = [(key, facts.jobs[key]) for key in facts.busy if key in facts.jobs]
+        self.handed: set[JobKey] = set()  # placed jobs whose actions went to on_placed
+
+    def step_all(self) -> None:
+        facts, config, out, now = self.facts, self.rules.config, self.out, self.facts.now
+        for key, job in self.waiting:
+            if job.status.phase not in TERMINAL:
+                out.visible[key] = shown_generation(job, facts.job_pods.get(key, ()))
+            phase = str(job.status.phase)
+            out.phases[phase] = out.phases.get(phase, 0) + 1
+        for key in sorted(facts.jobs):
+            if key in facts.busy:
+                continue
+            job = facts.jobs[key]
+            pods = facts.job_pods.get(key, ())
+            try:
+                result = step(job, pods, facts.view, config, now, facts.refused.get(key))
+            except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
+                # The spec is validated before it is read; this is the fence for what validation misses.
+                result = unreadable(job, now, error, facts.view, config)
+            self.steps[key] = result
+            if job.status.phase not in TERMINAL:
+                out.visible[key] = _visible_generation(job, pods, result.status)
+            if result.avoid_nodes:
+                out.avoid[key] = result.avoid_nodes
+            if result.restart is not None:
+                out.restarts.append(result.restart.reason)
+            if result.wake_at is not None:
+                out.wake_at = result.wake_at if out.wake_at is None else min(out.wake_at, result.wake_at)
+            if result.wants_placement and job.spec is not None:
+                self.queued.append(
+                    QueuedJob(
+                        key,
+                        job.spec.priority,
+                        job.created or now,
+                        Request.from_spec(job.spec, name=job.name, gpu_choice=config.gpu_choice),
+                        facts.avoid.get(key, frozenset()) | result.avoid_nodes,
+                    )
+                )
+
+    def snapshot(self) -> Snapshot:
+        """The cluster with every plan held: the ledger's and those the statuses record."""
+        facts = self.facts
+        statuses = [*((k, s.status) for k, s in self.steps.items()), *((k, job.status) for k, job in self.waiting)]
+        planned = [*facts.ledger, *planned_from_status(statuses)]
+        return build_snapshot(facts.view, planned, self.rules.config.tiers, facts.quarantine, facts.now, facts.cache)
+
+    def drain(self) -> None:
+        outcomes, _ = drain(
+            self.snapshot(), self.queued, self.rules.place, self.facts.now, self.rules.limits, self.settled
+        )
+        self.out.outcomes = outcomes
+        deferred = len(self.queued) - len(outcomes)
+        if deferred:
+            self.out.queue_length += deferred
+            self.out.wake_at = self.facts.now
+
+    def settled(self, outcome: Outcome) -> None:
+        """The queue's answer for one job, applied to its step as soon as it is decided."""
+        facts, config = self.facts, self.rules.config
+        key = outcome.queued.key
+        if not isinstance(outcome.result, Placement):
+            self.out.queue_length += 1
+        try:
+            plan = settle(facts.jobs[key], self.steps[key], outcome.result, facts.now, facts.view, config)
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
+            # Building the gang read the template; the fence for what validation misses.
+            self.steps[key] = unreadable(facts.jobs[key], facts.now, error, facts.view, config)
+            return
+        if plan is not None:
+            self.out.reservations.append(plan)
+            if self.on_placed is not None:
+                result = self.steps[key]
+                result.actions.status = result.status
+                self.on_placed(result.actions, plan)
+                self.handed.add(key)
+
+    def report(self) -> None:
+        """Each stepped job's phase counted, and its actions (its status when it changed) in the result."""
+        out = self.out
+        tried = {outcome.queued.key for outcome in out.outcomes}
+        for key, result in self.steps.items():
+            phase = str(result.status.phase)
+            out.phases[phase] = out.phases.get(phase, 0) + 1
+            if key in self.handed:
+                continue
+            if result.wants_placement and key not in tried and result.actions.reports_only:
+                continue  # not tried yet (the pass stopped early): what it would report waits for its turn
+            if result.status != self.facts.jobs[key].status:
+                result.actions.status = result.status
+            if result.actions:
+                out.actions.append(result.actions)

@@ -185,8 +185,8 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
             await asyncio.sleep(runtime.settings.leader_settle_seconds)
         async with ClusterWatches(
             runtime.client,
-            runtime.quarantine,
             runtime.poke,
+            on_topology=runtime.topology_read,
             poke_soon=lambda: runtime.poke(urgent=False),
             page_size=runtime.settings.list_chunk_size,
             dra=runtime.settings.gpu_allocation is GpuAllocation.DRA,

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from gputopo.api.trainingjob import JobPhase
+from gputopo.control.reconcile import PassResult
 
 __all__ = ["Metrics"]
 
@@ -55,6 +56,18 @@ class Metrics:
             ["operation"],
             registry=self.registry,
         )
+
+    def observe_result(self, result: PassResult, seconds: float, placing: int, writing: int, held: int) -> None:
+        """A pass that took ``seconds``, with ``writing`` jobs' writes going out (``placing`` of them gangs') and
+        ``held`` jobs' reports held back."""
+        placed = {r.job for r in result.reservations}
+        for outcome in result.outcomes:
+            kind = "placed" if outcome.queued.key in placed else "unplaceable"
+            self.placement_seconds.labels(result=kind).observe(outcome.seconds)
+        self.observe_pass(seconds, result.phases, result.queue_length, result.restarts)
+        self.writing.labels(kind="placement").set(placing)
+        self.writing.labels(kind="other").set(writing - placing)
+        self.writing.labels(kind="report held").set(held)
 
     def observe_pass(self, seconds: float, phases: Mapping[str, int], queue_length: int, restarts: list[str]) -> None:
         self.pass_seconds.observe(seconds)

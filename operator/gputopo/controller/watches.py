@@ -3,8 +3,8 @@
 They run with the control loop (on the leader only) and wake it when something it reads changes: a
 Node's readiness, labels or taints (not its heartbeats), a NodeTopology's content (not its
 ``observedAt``), the pods a NodePodGpus lists (not its heartbeats). With ``dra`` they also watch every
-ResourceSlice and every ResourceClaim (the devices kube-scheduler allocates from, and who holds them). A
-failure a NodeTopology shows is also noted in the quarantine here, as it arrives.
+ResourceSlice and every ResourceClaim (the devices kube-scheduler allocates from, and who holds them). Each
+NodeTopology with new content is also handed to ``on_topology``, as read: the next pass's quarantine observes it.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from gputopo.api.group import GROUP, VERSION
 from gputopo.control.dra import ClaimFacts, DraView, SliceFacts, claim_facts, slice_facts
 from gputopo.control.facts import NodeFacts, PodGpusFacts, TopologyFacts, node_facts
 from gputopo.control.podgpus import pod_gpus_facts
-from gputopo.control.quarantine import Quarantine
 from gputopo.control.topologies import content_digest, topology_facts
 from gputopo.kube.client import KubeClient, resource_path
-from gputopo.kube.reflector import Reflector
+from gputopo.kube.reflector import Reflector, Rhythm
+from gputopo.topology.model import Topology
 
 __all__ = ["ClusterWatches"]
 
@@ -34,21 +34,21 @@ class ClusterWatches:
     def __init__(
         self,
         client: KubeClient,
-        quarantine: Quarantine,
         poke: Callable[[], None],
         *,
+        on_topology: Callable[[str, Topology], None] = lambda _, __: None,
         poke_soon: Callable[[], None] | None = None,
         page_size: int = 100,
         dra: bool = False,
     ) -> None:
         """``poke_soon`` (``poke`` if not given) hears news that cannot change a plan: pods' GPU reports,
         claims."""
-        self.quarantine = quarantine
+        self.on_topology = on_topology
         soon = poke_soon or poke
         self._digests: dict[str, bytes] = {}
         group = f"/apis/{GROUP}/{VERSION}"
         self.nodes: Reflector[NodeFacts] = Reflector(
-            client, "Nodes", "/api/v1/nodes", self._node, on_change=poke, page_size=page_size
+            client, "Nodes", "/api/v1/nodes", self._node, on_change=poke, rhythm=Rhythm(page_size=page_size)
         )
         self.topologies: Reflector[TopologyFacts] = Reflector(
             client,
@@ -57,10 +57,15 @@ class ClusterWatches:
             self._topology,
             on_change=poke,
             on_delete=self._forget,
-            page_size=page_size,
+            rhythm=Rhythm(page_size=page_size),
         )
         self.pod_gpus: Reflector[PodGpusFacts] = Reflector(
-            client, "NodePodGpus", f"{group}/nodepodgpus", self._pod_gpus, on_change=soon, page_size=page_size
+            client,
+            "NodePodGpus",
+            f"{group}/nodepodgpus",
+            self._pod_gpus,
+            on_change=soon,
+            rhythm=Rhythm(page_size=page_size),
         )
         self.slices: Reflector[SliceFacts] | None = None
         self.claims: Reflector[ClaimFacts] | None = None
@@ -71,7 +76,7 @@ class ClusterWatches:
                 resource_path(None, "resourceslices"),
                 lambda _, obj, __: slice_facts(obj),
                 on_change=poke,
-                page_size=page_size,
+                rhythm=Rhythm(page_size=page_size),
             )
             self.claims = Reflector(
                 client,
@@ -79,7 +84,7 @@ class ClusterWatches:
                 resource_path(None, "resourceclaims"),
                 lambda _, obj, __: claim_facts(obj),
                 on_change=soon,
-                page_size=page_size,
+                rhythm=Rhythm(page_size=page_size),
                 namespaced=True,
             )
         self._tasks: list[asyncio.Task[None]] = []
@@ -107,7 +112,7 @@ class ClusterWatches:
         facts = topology_facts({"metadata": {"name": name}, "status": dict(status)})
         self._digests[name] = digest
         if facts.topology is not None:
-            self.quarantine.observe(name, facts.topology, datetime.now(UTC))
+            self.on_topology(name, facts.topology)
         if facts.error:
             logger.warning("NodeTopology %s: %s", name, facts.error)
         return facts

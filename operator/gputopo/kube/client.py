@@ -23,7 +23,7 @@ import aiohttp
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from gputopo.api.group import FIELD_MANAGER_OPERATOR, GANG_GATE, GROUP, VERSION
+from gputopo.api.group import FIELD_MANAGER_OPERATOR, GROUP, VERSION
 from gputopo.api.nodetopology import NodeTopology
 from gputopo.api.trainingjob import TrainingJobStatus
 from gputopo.kube.errors import AlreadyExistsError, ApiError, ConflictError, KubeconfigError, NotFoundError
@@ -32,7 +32,6 @@ __all__ = ["KubeClient", "load_configuration", "status_patch"]
 
 JSON = "application/json"
 MERGE = "application/merge-patch+json"
-STRATEGIC = "application/strategic-merge-patch+json"
 _CLEARABLE = ("placement", "startTime", "completionTime", "lastRestartTime")
 
 
@@ -269,18 +268,6 @@ class KubeClient:
 
     async def create_service(self, body: dict[str, Any]) -> bool:
         return await self._create("services", "Service", body)
-
-    async def ungate(self, namespace: str, name: str) -> None:
-        """Remove gputopo's scheduling gate only (other controllers' gates stay)."""
-        await self._request_unless(
-            NotFoundError,
-            f"ungate Pod {namespace}/{name}",
-            "PATCH",
-            _core_path(namespace, "pods", name),
-            body={"spec": {"schedulingGates": [{"name": GANG_GATE, "$patch": "delete"}]}},
-            content_type=STRATEGIC,
-            params={"fieldManager": FIELD_MANAGER_OPERATOR},
-        )
 
     async def delete_pod(self, namespace: str, name: str, grace_seconds: int) -> None:
         await self._request_unless(

@@ -13,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from gputopo.kube.client import KubeClient
 from gputopo.kube.errors import ApiError, KubeError
 
-__all__ = ["Parse", "Reflector"]
+__all__ = ["Parse", "Reflector", "Rhythm"]
 
 logger = logging.getLogger("gputopo.kube")
 
@@ -31,6 +32,17 @@ class _GoneError(KubeError):
     """The server no longer has the history a watch asked for: list again."""
 
 
+@dataclass(frozen=True, slots=True)
+class Rhythm:
+    """How a reflector reads: objects per list page, seconds per watch, the longest backoff after an error, and
+    the backoff's wait (tests step it without waiting)."""
+
+    page_size: int = 100
+    watch_seconds: int = 300
+    max_backoff: float = 30.0
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+
 class Reflector(Generic[V]):
     def __init__(
         self,
@@ -41,16 +53,12 @@ class Reflector(Generic[V]):
         *,
         on_change: Callable[[], None] = lambda: None,
         on_delete: Callable[[str], None] = lambda _: None,
-        page_size: int = 100,
         namespaced: bool = False,
-        watch_seconds: int = 300,
-        max_backoff: float = 30.0,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rhythm: Rhythm = Rhythm(),
     ) -> None:
         self.client, self.kind, self.path, self.parse = client, kind, path, parse
         self.on_change, self.on_delete = on_change, on_delete
-        self.page_size, self.watch_seconds, self.max_backoff = page_size, watch_seconds, max_backoff
-        self.sleep = sleep  # the backoff's wait (tests step it without waiting)
+        self.rhythm = rhythm
         self._name = _qualified_name if namespaced else _name  # namespaced kinds are kept as "namespace/name"
         self.items: dict[str, V] = {}
         self.synced = asyncio.Event()
@@ -74,8 +82,8 @@ class Reflector(Generic[V]):
                 logger.exception("%s: the watch failed; listing again in %.1fs", self.kind, backoff)
             else:
                 continue
-            await self.sleep(backoff)
-            backoff = min(backoff * 2, self.max_backoff)
+            await self.rhythm.sleep(backoff)
+            backoff = min(backoff * 2, self.rhythm.max_backoff)
 
     def _keep(self, name: str, obj: Mapping[str, Any]) -> bool:
         """Parse ``obj`` into the store; True when what is kept changed."""
@@ -97,7 +105,7 @@ class Reflector(Generic[V]):
     async def _list(self) -> str:
         seen: set[str] = set()
         changed = False
-        params = {"limit": str(self.page_size)}
+        params = {"limit": str(self.rhythm.page_size)}
         while True:
             page = await self.client.get(f"list {self.kind}", self.path, params)
             for obj in page.get("items") or []:
@@ -109,7 +117,7 @@ class Reflector(Generic[V]):
             token = meta.get("continue")
             if not token:
                 break
-            params = {"limit": str(self.page_size), "continue": str(token)}
+            params = {"limit": str(self.rhythm.page_size), "continue": str(token)}
         for name in [n for n in self.items if n not in seen]:
             changed |= self._drop(name)
         self.lists += 1
@@ -122,9 +130,9 @@ class Reflector(Generic[V]):
         params = {
             "resourceVersion": version,
             "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(self.watch_seconds),
+            "timeoutSeconds": str(self.rhythm.watch_seconds),
         }
-        stream = self.client.watch(f"watch {self.kind}", self.path, params, read_timeout=self.watch_seconds + 30)
+        stream = self.client.watch(f"watch {self.kind}", self.path, params, read_timeout=self.rhythm.watch_seconds + 30)
         async for event in stream:
             if not isinstance(event, dict):
                 continue

@@ -175,6 +175,11 @@ def test_with_the_device_plugin_the_status_tells_the_gpus_the_kubelet_gave(insta
         print(f"{job}: GpusAsPlanned {verdict['status']} ({verdict['reason']}): {verdict['message']}")
     for job in ("pair-a", "pair-b"):
         installed.kubectl("delete", "trainingjob", job, "-n", JOBS_NS, "--wait=false")
+    # The garbage collector deletes their pods with the pods' own grace (the template's default, 30 s; the
+    # all-reduce, PID 1 of its container, does not end on SIGTERM), and until they are gone their GPUs are held:
+    # the next test's gang must not wait for them, nor its timings count them.
+    pairs = ("pair-a", "pair-b")
+    wait_for("the deleted pairs' pods to go", lambda: not any(pods_of(installed, j) for j in pairs), 120, EVERY)
 
 
 @contextlib.contextmanager

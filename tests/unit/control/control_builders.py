@@ -71,7 +71,6 @@ def pod(
     gpus: tuple[int, ...] = (),
     generation: int = 1,
     phase: str = "Pending",
-    gated: bool = False,
     deleting: bool = False,
     unschedulable_since: datetime | None = None,
 ) -> PodFacts:
@@ -87,7 +86,6 @@ def pod(
         planned_gpus=gpus,
         generation=generation,
         phase=phase,
-        gated=gated,
         deleting=deleting,
         unschedulable_since=unschedulable_since,
         scheduled_at=T0 if node else None,

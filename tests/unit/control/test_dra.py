@@ -25,7 +25,7 @@ from gputopo.control.dra import (
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.ledger import Ledger, PlannedGang
 from gputopo.control.lifecycle import Config
-from gputopo.control.reconcile import Pass, run_pass
+from gputopo.control.reconcile import PassInput, PassResult, PassRules, run_pass
 from gputopo.control.view import ClusterView, used_gpus
 from gputopo.placement import DEFAULT_TIERS, place
 from gputopo.topology.model import Topology
@@ -113,11 +113,11 @@ def dra_view(view: ClusterView, claims: Sequence[dict[str, Any]] = (), **slice_o
 
 def run(
     jobs: list[JobFacts], view: ClusterView, pods: Sequence[PodFacts] = (), now: float = 10.0, config: Config = DRA
-) -> Pass:
+) -> PassResult:
     by_job: dict[JobKey, list[PodFacts]] = {}
     for p in pods:
         by_job.setdefault(JobKey((p.namespace, str(p.job))), []).append(p)
-    return run_pass({j.key: j for j in jobs}, by_job, view, [], {}, config, at(now), place)
+    return run_pass(PassInput({j.key: j for j in jobs}, by_job, view, at(now)), PassRules(config, place))
 
 
 def placed(node: str, gpus: list[int], generation: int = 1) -> PlacementStatus:
@@ -267,10 +267,9 @@ def test_re_placement_deletes_the_old_generations_claims_and_keeps_the_current_o
         claim_body("llm-0-g2", "n1", [], namespace="default", owner=j, generation=2),
     ]
     view = dra_view(cluster().node("n1").view(), claims=claims)
-    pods = [pod(j, 0, gpus=(4, 5, 6, 7), generation=2, gated=True)]
+    pods = [pod(j, 0, gpus=(4, 5, 6, 7), generation=2)]
     actions = next(a for a in run([j], view, pods).actions if a.job == j.key)
     assert actions.claim_deletions == ["llm-0-g1"]
-    assert actions.ungate == ["llm-0"]
 
 
 def test_a_finished_job_gives_its_claims_back() -> None:
@@ -362,6 +361,6 @@ def test_a_plan_sent_back_leaves_the_ledger_even_when_its_gang_never_appeared_wh
     ledger.reserve(PlannedGang(j.key, 1, tuple((w.node, tuple(w.gpus)) for w in workers)))
     view = dra_view(cluster().node("n1").node("n2").view(), claims=[claim_body("thief", "n2", [0])])
     # Only rank 0's pod could be created: the gang was never whole, so the pods never made the plan visible.
-    result = run_pass({j.key: j}, {j.key: [pod(j, 0, gated=True)]}, view, list(ledger), {}, DRA, at(10), place)
+    result = run_pass(PassInput({j.key: j}, {j.key: [pod(j, 0)]}, view, at(10), list(ledger)), PassRules(DRA, place))
     ledger.prune(result.visible)
     assert j.key not in ledger

@@ -16,7 +16,7 @@ from test_reconcile import CONFIG, actions_of, run
 
 from gputopo.control import reconcile
 from gputopo.control.facts import JobFacts
-from gputopo.controller.runtime import retry_delay
+from gputopo.control.memory import retry_delay
 from gputopo.placement import place
 
 GOOD = {"name": "trainer", "image": "pytorch", "resources": {"limits": {"nvidia.com/gpu": 8}}}
@@ -103,7 +103,10 @@ def test_pods_the_api_server_refused_make_the_job_invalid_free_its_gpus_and_stop
     refused = job("bad", status=placed_status)
     answer = "the API server refused the gang's pods: create pod bad-0: 422 Invalid: port 70000 must be 1-65535"
     result = reconcile.run_pass(
-        {refused.key: refused}, {}, view, first.reservations, {}, CONFIG, at(20), place, refused={refused.key: answer}
+        reconcile.PassInput(
+            {refused.key: refused}, {}, view, at(20), first.reservations, refused={refused.key: answer}
+        ),
+        reconcile.PassRules(CONFIG, place),
     )
     status = actions_of(result, "bad").status
     assert status is not None
@@ -112,10 +115,15 @@ def test_pods_the_api_server_refused_make_the_job_invalid_free_its_gpus_and_stop
     assert status.phase == "Pending" and not (status.placement and status.placement.workers)
     assert result.outcomes == [] and result.reservations == []
     # Later passes read the refusal from the status: no new attempt until the spec changes.
-    again = reconcile.run_pass({refused.key: job("bad", status=status)}, {}, view, [], {}, CONFIG, at(30), place)
+    again = reconcile.run_pass(
+        reconcile.PassInput({refused.key: job("bad", status=status)}, {}, view, at(30)),
+        reconcile.PassRules(CONFIG, place),
+    )
     assert again.outcomes == [] and all(not a.pods for a in again.actions)
     edited = replace(job("bad", status=status), generation=2)
-    retried = reconcile.run_pass({edited.key: edited}, {}, view, [], {}, CONFIG, at(40), place)
+    retried = reconcile.run_pass(
+        reconcile.PassInput({edited.key: edited}, {}, view, at(40)), reconcile.PassRules(CONFIG, place)
+    )
     assert [p["metadata"]["name"] for p in actions_of(retried, "bad").pods] == ["bad-0"]
 
 

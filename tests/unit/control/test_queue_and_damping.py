@@ -7,7 +7,7 @@ from control_builders import T0, at
 
 from gputopo.api.nodetopology import LinkState
 from gputopo.control.quarantine import Quarantine
-from gputopo.control.queue import QueuedJob, drain, order
+from gputopo.control.queue import Limits, QueuedJob, drain, order
 from gputopo.placement import Placement, Request, Snapshot, place
 from gputopo.placement.types import NodeInfo, Unplaceable
 from gputopo.topology.catalog import load_node_type
@@ -33,12 +33,12 @@ def test_order_is_priority_then_age() -> None:
 )
 def test_backfill_until_the_head_starves(waited: float, placed: set[str]) -> None:
     jobs = [queued("big", 8, priority=5, since=0), queued("small", 2, priority=0, since=1)]
-    outcomes, _ = drain(one_node(used=4), jobs, place, at(waited), starvation_seconds=300)
+    outcomes, _ = drain(one_node(used=4), jobs, place, at(waited), Limits(starvation_seconds=300))
     assert {o.queued.name for o in outcomes if isinstance(o.result, Placement)} == placed
 
 
 def test_one_pass_reserves_each_placement_before_the_next() -> None:
-    outcomes, snapshot = drain(one_node(), [queued(f"j{i}", 4, since=i) for i in range(3)], place, T0, 300)
+    outcomes, snapshot = drain(one_node(), [queued(f"j{i}", 4, since=i) for i in range(3)], place, T0, Limits(300))
     assert [isinstance(o.result, Placement) for o in outcomes] == [True, True, False]
     assert snapshot.used_gpus == 8
 
@@ -57,7 +57,7 @@ def test_a_pass_stops_after_its_placement_limit(
 ) -> None:
     """The jobs after the limit get no outcome: they stay queued, in order, for the next pass."""
     queue = [queued(name, gpus, since=i) for i, (name, gpus) in enumerate(jobs)]
-    outcomes, snapshot = drain(one_node(), queue, place, T0, 300, limit=limit)
+    outcomes, snapshot = drain(one_node(), queue, place, T0, Limits(300, placements=limit))
     assert [o.queued.name for o in outcomes] == tried
     assert [o.queued.name for o in outcomes if isinstance(o.result, Placement)] == placed
     assert snapshot.used_gpus == 2 * len(placed)
@@ -83,7 +83,7 @@ def test_a_pass_stops_once_it_has_planned_its_budget(
         return place(snapshot, request)
 
     queue = [queued(name, gpus, since=i) for i, (name, gpus) in enumerate(jobs)]
-    outcomes, _ = drain(one_node(), queue, slow_place, T0, 300, lambda: now[0], budget=budget)
+    outcomes, _ = drain(one_node(), queue, slow_place, T0, Limits(300, planning_seconds=budget, clock=lambda: now[0]))
     assert [o.queued.name for o in outcomes] == tried
 
 

@@ -19,7 +19,8 @@ from gputopo.control.dra import GpuAllocation
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.lifecycle import Config
-from gputopo.control.reconcile import Pass, run_pass
+from gputopo.control.queue import Limits
+from gputopo.control.reconcile import PassInput, PassResult, PassRules, run_pass
 from gputopo.control.view import ClusterView, used_gpus
 from gputopo.placement import DEFAULT_TIERS, place
 
@@ -34,14 +35,14 @@ def run(
     now: float = 10.0,
     ledger: Sequence[PlannedGang] = (),
     config: Config = CONFIG,
-) -> Pass:
+) -> PassResult:
     by_job: dict[JobKey, list[PodFacts]] = {}
     for p in pods:
         by_job.setdefault((p.namespace, str(p.job)), []).append(p)
-    return run_pass({j.key: j for j in jobs}, by_job, view, ledger, {}, config, at(now), place)
+    return run_pass(PassInput({j.key: j for j in jobs}, by_job, view, at(now), ledger), PassRules(config, place))
 
 
-def actions_of(result: Pass, name: str) -> JobActions:
+def actions_of(result: PassResult, name: str) -> JobActions:
     return next(a for a in result.actions if a.job[1] == name)
 
 
@@ -81,7 +82,7 @@ def test_a_new_one_worker_job_is_placed_and_its_pod_created_ungated() -> None:
     assert any(e.reason == "Placed" for e in actions.events)
     # One worker is the whole gang: no gate to lift, no Service; rank 0 is the pod itself.
     assert "schedulingGates" not in actions.pods[0]["spec"] and "subdomain" not in actions.pods[0]["spec"]
-    assert actions.ungate == [] and actions.ungate_once_created == [] and actions.service is None
+    assert actions.service is None
     env = {e["name"]: e["value"] for e in actions.pods[0]["spec"]["containers"][0]["env"]}
     assert env["MASTER_ADDR"] == env["PET_MASTER_ADDR"] == "localhost"
 
@@ -99,13 +100,11 @@ def test_a_new_gang_is_created_schedulable_and_pinned_with_its_service() -> None
         assert plan[rank] in str(affinity)
         env = {e["name"]: e["value"] for e in body["spec"]["containers"][0]["env"]}
         assert env["MASTER_ADDR"] == "llm-0.llm.default.svc"
-    # The plan holds the gang's GPUs already: each rank may be bound as soon as it exists, no gate to lift.
-    assert actions.ungate == [] and actions.ungate_once_created == []
     assert actions.service is not None and actions.service["spec"]["clusterIP"] == "None"
 
 
-def test_a_new_gang_waiting_for_its_old_pods_is_not_ungated() -> None:
-    """A re-placed gang whose previous pods still terminate creates nothing yet, so it lifts no gate."""
+def test_a_new_gang_waiting_for_its_old_pods_creates_nothing_yet() -> None:
+    """A re-placed gang whose previous pods still terminate creates nothing yet."""
     placement = placed([("n1", [0, 1])])
     status = TrainingJobStatus(phase=JobPhase.RESCHEDULING, restarts=1, last_restart_time=at(0), placement=placement)
     j = job("llm", gpus=2, status=status)
@@ -113,7 +112,7 @@ def test_a_new_gang_waiting_for_its_old_pods_is_not_ungated() -> None:
     old = pod(j, 0, node="n1", gpus=(0, 1), generation=1, phase="Running", deleting=True)
     actions = actions_of(run([j], cluster().node("n1").node("n2").view(), [old], now=100), "llm")
     assert actions.status is not None and actions.status.placement is not None
-    assert actions.pods == [] and actions.ungate_once_created == []
+    assert actions.pods == []
 
 
 def test_two_jobs_in_one_pass_never_share_a_gpu() -> None:
@@ -131,13 +130,16 @@ def test_two_jobs_in_one_pass_never_share_a_gpu() -> None:
 def test_a_pass_past_its_placement_limit_runs_again_at_once_and_places_the_rest() -> None:
     jobs = [job(f"j{i}", gpus=2, created=i) for i in range(3)]
     view = cluster().node("n1").view()
-    first = run_pass({j.key: j for j in jobs}, {}, view, [], {}, CONFIG, at(10), place, placements_per_pass=2)
+    first = run_pass(
+        PassInput({j.key: j for j in jobs}, {}, view, at(10)), PassRules(CONFIG, place, Limits(placements=2))
+    )
     assert [r.job[1] for r in first.reservations] == ["j0", "j1"]
     assert first.wake_at == at(10) and first.queue_length == 1
     # Not tried, so not refused: j2 reports nothing yet (its status is written once, when its turn comes).
     assert [a.job[1] for a in first.actions] == ["j0", "j1"]
     second = run_pass(
-        {j.key: j for j in jobs[2:]}, {}, view, first.reservations, {}, CONFIG, at(10), place, placements_per_pass=2
+        PassInput({j.key: j for j in jobs[2:]}, {}, view, at(10), first.reservations),
+        PassRules(CONFIG, place, Limits(placements=2)),
     )
     assert [r.job[1] for r in second.reservations] == ["j2"]
     taken = [set(g) for plan in (*first.reservations, *second.reservations) for _, g in plan.workers]
@@ -161,22 +163,6 @@ def test_a_waiting_job_starts_when_room_frees() -> None:
     busy = cluster().node("n1").with_pods(foreign_pod("other", "n1", 8)).view()
     assert run([j], busy).reservations == []
     assert [r.job for r in run([j], cluster().node("n1").view()).reservations] == [j.key]
-
-
-def test_gates_an_earlier_version_set_are_lifted_once_the_whole_gang_exists() -> None:
-    placement = placed([("n1", [0, 1, 2, 3, 4, 5, 6, 7]), ("n2", [0, 1, 2, 3, 4, 5, 6, 7])])
-    j = job("big", workers=2, status=TrainingJobStatus(phase=JobPhase.PLACING, placement=placement))
-    view = cluster().node("n1").node("n2").view()
-    half = [pod(j, 0, gpus=tuple(range(8)), gated=True)]
-    actions = actions_of(run([j], view, half), "big")
-    assert actions.ungate == [] and [p["metadata"]["name"] for p in actions.pods] == ["big-1"]
-    assert "schedulingGates" not in actions.pods[0]["spec"]
-    # Once big-1 is created the gang is whole: the client lifts big-0's gate right after creating it.
-    assert actions.ungate_once_created == ["big-0"]
-    whole = [*half, pod(j, 1, gpus=tuple(range(8)), gated=True)]
-    assert actions_of(run([j], view, whole), "big").ungate == ["big-0", "big-1"]
-    ungated = [pod(j, 0, gpus=tuple(range(8)))]
-    assert actions_of(run([j], view, ungated), "big").ungate_once_created == []
 
 
 def test_the_job_runs_when_every_worker_is_bound_and_running() -> None:
@@ -492,7 +478,7 @@ def test_an_invalid_job_gets_a_clear_condition_and_is_not_queued() -> None:
 def test_a_restarted_operator_adopts_the_pods_it_finds() -> None:
     placement = placed([("n1", [0, 1]), ("n2", [0, 1])])
     j = job("llm", workers=2, gpus=2, status=TrainingJobStatus(phase=JobPhase.PLACING, placement=placement))
-    existing = [pod(j, 0, gpus=(0, 1), gated=True)]
+    existing = [pod(j, 0, gpus=(0, 1))]
     actions = actions_of(run([j], cluster().node("n1").node("n2").view(), existing), "llm")
     assert [p["metadata"]["name"] for p in actions.pods] == ["llm-1"]
     assert actions.pods[0]["metadata"]["annotations"][ANNOTATION_GPUS] == "0,1"
@@ -507,7 +493,7 @@ def test_a_busy_job_is_not_stepped_and_its_gpus_stay_taken() -> None:
     waiting = job("waiting", gpus=8, created=1)
     view = cluster().node("n1").view()
     jobs = {j.key: j for j in (writing, waiting)}
-    result = run_pass(jobs, {}, view, [], {}, CONFIG, at(10), place, busy={writing.key})
+    result = run_pass(PassInput(jobs, {}, view, at(10), busy={writing.key}), PassRules(CONFIG, place))
     assert [a.job for a in result.actions] == [waiting.key]  # nothing is created again for the busy job
     assert result.reservations == []  # n1's 8 GPUs are the busy job's
     assert actions_of(result, "waiting").status is not None
@@ -515,7 +501,7 @@ def test_a_busy_job_is_not_stepped_and_its_gpus_stay_taken() -> None:
     assert result.phases == {"Placing": 1, "Pending": 1}
 
     # Stepped instead, it would create its pod again.
-    again = run_pass(jobs, {}, view, [], {}, CONFIG, at(10), place)
+    again = run_pass(PassInput(jobs, {}, view, at(10)), PassRules(CONFIG, place))
     assert [p["metadata"]["name"] for p in actions_of(again, "writing").pods] == ["writing-0"]
 
 
@@ -524,7 +510,8 @@ def test_a_busy_job_shows_its_generation_once_its_pods_are_seen() -> None:
     busy = job("busy", gpus=8, status=TrainingJobStatus(phase=JobPhase.PLACING, placement=placement))
     seen = [pod(busy, 0, gpus=tuple(range(8)), generation=2, node="n1")]
     result = run_pass(
-        {busy.key: busy}, {busy.key: seen}, cluster().node("n1").view(), [], {}, CONFIG, at(10), place, busy={busy.key}
+        PassInput({busy.key: busy}, {busy.key: seen}, cluster().node("n1").view(), at(10), busy={busy.key}),
+        PassRules(CONFIG, place),
     )
     assert result.visible == {busy.key: 2} and result.actions == []
 

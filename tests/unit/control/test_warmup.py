@@ -9,7 +9,8 @@ from control_builders import at, cluster, job
 from test_reconcile import CONFIG
 
 from gputopo.control.facts import JobFacts, JobKey
-from gputopo.control.reconcile import run_pass
+from gputopo.control.queue import Limits
+from gputopo.control.reconcile import PassInput, PassRules, run_pass
 from gputopo.control.view import build_snapshot
 from gputopo.control.warmup import warm, warm_shapes
 from gputopo.placement import place
@@ -71,7 +72,8 @@ def test_an_idle_pass_warms_and_a_pass_with_work_or_writes_out_does_not() -> Non
     def pass_with(jobs: Sequence[JobFacts], busy: frozenset[JobKey] = frozenset()) -> tuple[int, PlacementCache]:
         cache = PlacementCache()
         result = run_pass(
-            {j.key: j for j in jobs}, {}, view, [], {}, CONFIG, at(10), place, clock=clock, cache=cache, busy=busy
+            PassInput({j.key: j for j in jobs}, {}, view, at(10), busy=busy, cache=cache),
+            PassRules(CONFIG, place, Limits(clock=clock)),
         )
         return result.warmed, cache
 

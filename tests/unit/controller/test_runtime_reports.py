@@ -10,7 +10,7 @@ from gputopo.api.trainingjob import TrainingJobStatus
 from gputopo.control.actions import JobActions
 from gputopo.control.facts import JobKey, job_facts
 from gputopo.control.ledger import PlannedGang
-from gputopo.control.reconcile import Pass
+from gputopo.control.reconcile import PassResult
 from gputopo.controller.metrics import Metrics
 from gputopo.controller.runtime import Runtime
 from gputopo.controller.settings import OperatorSettings
@@ -28,11 +28,11 @@ def test_passes_that_hold_a_report_share_one_timed_poke() -> None:
         rt = runtime()
         rt.placing = 1  # a gang's writes are going out
         report = JobActions(JobKey(("ml", "small")), "uid", status=TrainingJobStatus())
-        rt.apply(Pass(actions=[report]), {})
+        rt.apply(PassResult(actions=[report]), {})
         first = rt.report_timer
         for _ in range(20):
-            rt.apply(Pass(actions=[report]), {})
-        assert list(rt.reports_held) == [report.job]
+            rt.apply(PassResult(actions=[report]), {})
+        assert list(rt.memory.reports_held()) == [report.job]
         assert first is not None and rt.report_timer is first and not first.cancelled()
         await rt.drain()
         assert first.cancelled()

@@ -83,7 +83,7 @@ def test_a_turn_is_given_up_when_every_pod_of_the_gang_is_seen_bound() -> None:
         rt.pod_indexed(_pod("first-0", "n1"))
         assert not first.mine.is_set(), "first-1 is not bound yet"
         rt.pod_indexed(_pod("first-1", "n2"))
-        assert first.mine.is_set() and not rt.binding
+        assert first.mine.is_set() and not rt.memory.bindings()
         await asyncio.wait_for(second.wait(), 0.1)
 
     asyncio.run(main())
@@ -97,7 +97,7 @@ def test_a_turn_whose_pods_are_never_seen_bound_is_given_up_after_the_turn_time(
         first, _ = _placed(rt, ["first-0"])
         assert not first.mine.is_set()
         await asyncio.sleep(0.1)
-        assert first.mine.is_set() and not rt.binding
+        assert first.mine.is_set() and not rt.memory.bindings()
         nothing_out, _ = _placed(rt, [])
         assert nothing_out.mine.is_set(), "no pod went out: nothing to wait for"
 

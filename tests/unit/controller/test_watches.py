@@ -6,7 +6,6 @@ from typing import Any, cast
 
 from gputopo.api.nodepodgpus import PodGpus
 from gputopo.api.nodetopology import GpuHealthState
-from gputopo.control.quarantine import Quarantine
 from gputopo.controller.watches import ClusterWatches
 from gputopo.kube.client import KubeClient
 from gputopo.topology.catalog import load_node_type
@@ -26,7 +25,7 @@ def pods_published(pods: list[dict[str, Any]], at: str) -> dict[str, Any]:
 
 
 def watches() -> ClusterWatches:
-    return ClusterWatches(cast(KubeClient, object()), Quarantine(seconds=0), lambda: None)
+    return ClusterWatches(cast(KubeClient, object()), lambda: None)
 
 
 def test_a_republication_of_the_same_hardware_keeps_the_facts_and_the_model_object() -> None:

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from gputopo.kube.errors import ApiError
-from gputopo.kube.reflector import Reflector
+from gputopo.kube.reflector import Reflector, Rhythm
 
 
 def obj(name: str, value: str, version: str = "1") -> dict[str, Any]:
@@ -85,9 +85,7 @@ async def drive(api: ScriptedApi, until: Any, backoffs: Backoffs | None = None) 
         "/things",
         parse,
         on_change=lambda: changes.append(1),
-        page_size=2,
-        max_backoff=0.01,
-        sleep=backoffs or Backoffs(),
+        rhythm=Rhythm(page_size=2, max_backoff=0.01, sleep=backoffs or Backoffs()),
     )
     await play(api, reflector)
     assert until(reflector), "the script played out before the reflector got there"
@@ -127,7 +125,7 @@ def test_a_410_lists_again_and_lets_go_of_what_vanished() -> None:
             "/things",
             parse,
             on_delete=deleted.append,
-            sleep=Backoffs(),
+            rhythm=Rhythm(sleep=Backoffs()),
         )
         await play(api, reflector)
         assert reflector.lists == 2
@@ -162,7 +160,7 @@ def test_a_namespaced_kind_keeps_objects_of_one_name_in_two_namespaces_apart() -
         "/claims",
         parse,
         namespaced=True,
-        sleep=Backoffs(),
+        rhythm=Rhythm(sleep=Backoffs()),
     )
     asyncio.run(play(api, reflector))
     assert reflector.items == {"b/llm-0-g1": "2"}
