@@ -12,6 +12,7 @@ from gputopo.placement.preemption import (
     NoPreemption,
     PreemptionPlan,
     PreemptionRules,
+    RunningIndex,
     hold_nominations,
     lapsed_nominations,
     plan_preemption,
@@ -180,6 +181,26 @@ def test_nominated_gpus_are_not_freed_for_another_preemptor() -> None:
     held = [Nomination("first", {"n0": frozenset(range(8))})]
     plan = _plan(plan_preemption(snap, preemptor(1, 8, name="second"), gangs, NOW, held))
     assert _names(plan) == ["b"]
+
+
+def test_a_nominated_preemptor_waits_for_its_victims() -> None:
+    """GPUs already nominated to ``big``: it does not preempt again while its victim terminates."""
+    snap, gangs = running(
+        snapshot(node("n0"), node("n1")), gang("a").on("n0", *range(8)), gang("b").on("n1", *range(8))
+    )
+    held = [Nomination("big", {"n0": frozenset(range(8))})]
+    result = plan_preemption(snap, preemptor(1, 8, name="big"), gangs, NOW, held)
+    assert isinstance(result, NoPreemption) and "already nominated" in result.reason
+
+
+def test_one_index_serves_a_pass() -> None:
+    snap, gangs = running(
+        snapshot(node("n0"), node("n1")), gang("a").on("n0", *range(8)), gang("b", 5).on("n1", *range(8))
+    )
+    index = RunningIndex(snap, gangs)
+    assert _names(_plan(plan_preemption(index, preemptor(1, 8, 3), rules=NOW))) == ["a"]
+    assert _names(_plan(plan_preemption(index, preemptor(1, 8, 9), rules=NOW))) == ["a"]
+    assert isinstance(plan_preemption(index, preemptor(1, 8, 0), rules=NOW), NoPreemption)
 
 
 def test_cycle_refused_among_several() -> None:

@@ -15,6 +15,7 @@ from gputopo.placement.preemption.gangs import (
     RunningGang,
     gpus_by_node,
 )
+from gputopo.placement.preemption.index import RunningIndex
 from gputopo.placement.preemption.nominations import hold_nominations, lapsed_nominations
 from gputopo.placement.preemption.running import held_placement
 from gputopo.placement.preemption.victims import NoPreemption, PreemptionCost, PreemptionPlan, plan_preemption
@@ -29,6 +30,7 @@ __all__ = [
     "PreemptionRules",
     "Preemptor",
     "RunningGang",
+    "RunningIndex",
     "gpus_by_node",
     "held_placement",
     "hold_nominations",

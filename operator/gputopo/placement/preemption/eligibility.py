@@ -35,14 +35,14 @@ class Eligible:
     """The running gangs split into possible victims and refused ones (counted by reason)."""
 
     def __init__(self, running: Iterable[RunningGang], preemptor: Preemptor, rules: PreemptionRules) -> None:
-        self.victims: list[RunningGang] = []
+        self.indices: list[int] = []  # positions in ``running`` of the possible victims
         self.refused: Counter[str] = Counter()
-        for gang in running:
+        for k, gang in enumerate(running):
             if gang.name == preemptor.name:
                 continue
             why = victim_refusal(gang, preemptor, rules)
             if why is None:
-                self.victims.append(gang)
+                self.indices.append(k)
             else:
                 self.refused[why] += 1
 

@@ -23,12 +23,13 @@ as much as every switch's together.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from gputopo.placement.engine import place
 from gputopo.placement.filters import node_rejection
+from gputopo.placement.preemption.bounds import NodeVictims, domain_bound
 from gputopo.placement.preemption.domains import CLUSTER, Domain, candidate_domains
 from gputopo.placement.preemption.eligibility import Eligible
 from gputopo.placement.preemption.gangs import (
@@ -39,7 +40,7 @@ from gputopo.placement.preemption.gangs import (
     RunningGang,
     gpus_by_node,
 )
-from gputopo.placement.preemption.nominations import hold_nominations
+from gputopo.placement.preemption.index import RunningIndex
 from gputopo.placement.types import NodeInfo, Placement, Snapshot
 
 __all__ = ["NoPreemption", "PreemptionCost", "PreemptionPlan", "plan_preemption"]
@@ -100,122 +101,147 @@ class _Found:
 
 
 class _Search:
-    """One decision's state: the held snapshot, the possible victims and their GPUs per node."""
+    """One decision's state over a pass's ``RunningIndex``: which gangs are victims, and the nodes that pass."""
 
-    def __init__(
-        self,
-        snapshot: Snapshot,
-        preemptor: Preemptor,
-        victims: Sequence[RunningGang],
-        rules: PreemptionRules,
-        held: Mapping[str, frozenset[int]],
-    ) -> None:
-        self.snapshot = snapshot
+    def __init__(self, index: RunningIndex, preemptor: Preemptor, rules: PreemptionRules) -> None:
+        self.index = index
+        self.snapshot = snapshot = index.snapshot
         self.preemptor = preemptor
-        self.request = preemptor.request
+        self.request = request = preemptor.request
         self.rules = rules
-        self.victims = victims
-        self.work = [v.work_lost(rules.now) for v in victims]
-        # Per node index: (victim, its GPUs there that its end frees: not those nominated to another gang).
-        self.on_node: dict[int, list[tuple[int, frozenset[int]]]] = {}
-        for k, gang in enumerate(victims):
-            for node, gpus in gpus_by_node(gang.placement).items():
-                freeable = gpus - held.get(node, frozenset())
-                if node in snapshot and freeable:
-                    self.on_node.setdefault(snapshot.index_of(node), []).append((k, freeable))
-        request = self.request
+        self.victims = index.running
+        self.eligible = Eligible(index.running, preemptor, rules)
+        self.ok = [False] * len(index.running)
+        self.work = [0.0] * len(index.running)
+        for k in self.eligible.indices:
+            self.ok[k] = True
+            self.work[k] = index.running[k].work_lost(rules.now)
         plain = not (request.node_selector or request.affinity_terms or request.gpu_model or request.tolerations)
         self.passes: dict[int, int] = {}  # node index -> its free GPUs, for nodes that may take a worker
+        free, on_node = index.free, index.on_node
         for i, info in enumerate(snapshot.nodes):
-            free = info.topology.gpu_count - len(info.used_gpus)
-            if free <= 0 and i not in self.on_node:
+            if not free[i] and i not in on_node:
                 continue
-            if (plain and info.ready and info.schedulable and not info.taints) or node_rejection(info, request) is None:
-                self.passes[i] = max(0, free)
+            if (plain and index.plain[i]) or node_rejection(info, request) is None:
+                self.passes[i] = free[i]
         self.engine_calls = 0
+        key = (rules.now, rules.protection_s, preemptor.priority, preemptor.preempted_by)
+        self._node_victims = index.slot_memo(key)
+        self.levels = sorted({index.running[k].priority for k in self.eligible.indices})
+        # Victims move only to GPUs free now: with too few anywhere none can, and none counts less.
+        smallest = min((index.sizes[k] for k in self.eligible.indices), default=0)
+        self.bound_share = rules.moved_work_share if self.levels and index.free_total >= smallest else 1.0
+
+    def here(self, i: int) -> list[tuple[int, frozenset[int]]]:
+        """The victims on node ``i`` and the GPUs their end frees there."""
+        return [(k, gpus) for k, gpus in self.index.on_node.get(i, ()) if self.ok[k]]
+
+    def useful(self) -> list[int]:
+        return [i for i, free in self.passes.items() if free or any(self.ok[k] for k, _ in self.index.on_node[i])]
 
     # -- bounds -----------------------------------------------------------------------------------------------
 
-    def in_domain(self, domain: Domain) -> dict[int, int]:
-        """Possible victims with GPUs in the domain, and how many of their GPUs are there."""
-        counts: dict[int, int] = {}
-        for i in domain.nodes:
-            for k, gpus in self.on_node.get(i, ()):
-                counts[k] = counts.get(k, 0) + len(gpus)
-        return counts
+    def freed_by(self, k: int) -> dict[str, frozenset[int]]:
+        return gpus_by_node(self.victims[k].placement)
 
-    def bound(self, domain: Domain, counts: dict[int, int]) -> tuple[int, float] | None:
+    def node_victims(self, i: int) -> NodeVictims:
+        found = self._node_victims.get(i)
+        if found is None:
+            sizes = self.index.sizes
+            victims = tuple(
+                (self.victims[k].priority, self.work[k] * len(gpus) / sizes[k], len(gpus)) for k, gpus in self.here(i)
+            )
+            found = self._node_victims[i] = NodeVictims(self.passes.get(i, 0), victims)
+        return found
+
+    def bound(self, domain: Domain) -> tuple[int, float] | None:
         """A lower bound on the (highest priority, work lost) of any victim set clearing the domain; None when
-        even every possible victim does not free enough GPUs."""
-        need = self.request.total_gpus - sum(self.passes[i] for i in domain.nodes)
-        if need <= 0:
-            return (_NO_VICTIM, 0.0)
-        if sum(counts.values()) < need:
+        even every possible victim does not free enough slots."""
+        request = self.request
+        nodes = [self.node_victims(i) for i in domain.nodes]
+        found = domain_bound(nodes, request.workers, request.gpus_per_worker, self.levels)
+        if found is None:
             return None
-        order = sorted(counts, key=lambda k: (self.victims[k].priority, self.work[k] / counts[k]))
-        freed, highest = 0, _NO_VICTIM
-        for k in order:
-            freed += counts[k]
-            highest = self.victims[k].priority
-            if freed >= need:
-                break
-        left, work = need, 0.0
-        for k in sorted(
-            (k for k in counts if self.victims[k].priority <= highest), key=lambda k: self.work[k] / counts[k]
-        ):
-            take = min(left, counts[k])
-            work += self.work[k] * take / counts[k]
-            left -= take
-            if left <= 0:
-                break
-        return highest, work * self.rules.moved_work_share
+        return found[0], found[1] * self.bound_share
 
     # -- one domain -------------------------------------------------------------------------------------------
 
     def freed_view(self, domain: Domain, chosen: Iterable[int]) -> Snapshot:
         """The domain's nodes with the chosen victims' GPUs free."""
         picked = set(chosen)
-        nodes: list[NodeInfo] = []
-        for i in domain.nodes:
-            node = self.snapshot.nodes[i]
-            freed = [gpus for k, gpus in self.on_node.get(i, ()) if k in picked]
-            if freed:
-                node = replace(node, used_gpus=node.used_gpus.difference(*freed))
-            nodes.append(node)
-        return Snapshot(nodes, self.snapshot.tiers, cache=self.snapshot.cache)
+        changed: dict[int, NodeInfo] = {}
+        for k in picked:
+            for i in self.index.nodes_of[k]:
+                if i not in changed:
+                    node = self.snapshot.nodes[i]
+                    freed = [gpus for j, gpus in self.index.on_node[i] if j in picked]
+                    changed[i] = replace(node, used_gpus=node.used_gpus.difference(*freed))
+        return self.snapshot.part(domain.nodes, changed)
 
     def places(self, domain: Domain, chosen: Iterable[int]) -> Placement | None:
         self.engine_calls += 1
         result = place(self.freed_view(domain, chosen), self.request)
         return result if isinstance(result, Placement) else None
 
-    def clear(self, domain: Domain, counts: dict[int, int]) -> tuple[tuple[int, ...], Placement] | None:
-        """Greedy then minimal: the victims in the domain whose removal lets the preemptor place there."""
-        need = self.request.total_gpus - sum(self.passes[i] for i in domain.nodes)
-        order = sorted(
-            counts,
-            key=lambda k: (self.victims[k].priority, self.work[k] / counts[k], -counts[k], self.victims[k].name),
-        )
+    def clear(self, domain: Domain) -> tuple[tuple[int, ...], Placement] | None:
+        """Greedy then minimal: the victims in the domain whose removal lets the preemptor place there.
+
+        Greedy by node: each node's victims go together, nodes cheapest per slot gained first (lowest highest
+        priority, then least work per slot), until the domain has slots for every worker and the engine places
+        the gang; the minimality pass then keeps only the victims it needs.
+        """
+        g = self.request.gpus_per_worker
+        freed: dict[int, int] = {}
+        slots = sum(self.passes[i] // g for i in domain.nodes)
+        ranked = []
+        for i in domain.nodes:
+            here = self.here(i)
+            if not here:
+                continue
+            gain = (self.passes[i] + sum(len(gpus) for _, gpus in here)) // g - self.passes[i] // g
+            if gain <= 0:
+                continue
+            highest = max(self.victims[k].priority for k, _ in here)
+            work = sum(self.work[k] for k, _ in here)
+            ranked.append((highest, work / gain, self.snapshot.nodes[i].name, i))
+        ranked.sort()
         chosen: list[int] = []
-        freed = 0
-        placement = self.places(domain, chosen) if need <= 0 else None
-        for k in order:
+        picked: set[int] = set()
+        placement = self.places(domain, chosen) if slots >= self.request.workers else None
+        members = set(domain.nodes)
+        for _, _, _, i in ranked:
             if placement is not None:
                 break
-            if len(chosen) >= self.rules.max_victims:
+            for k, _ in self.here(i):
+                if k in picked:
+                    continue
+                picked.add(k)
+                chosen.append(k)
+                for j in self.index.nodes_of[k]:
+                    if j in members:
+                        count = next(len(gpus) for v, gpus in self.index.on_node[j] if v == k)
+                        before = (self.passes[j] + freed.get(j, 0)) // g
+                        freed[j] = freed.get(j, 0) + count
+                        slots += (self.passes[j] + freed[j]) // g - before
+            if len(chosen) > 4 * self.rules.max_victims:
                 return None
-            chosen.append(k)
-            freed += counts[k]
-            if freed >= need:
+            if slots >= self.request.workers:
                 placement = self.places(domain, chosen)
         if placement is None:
             return None
+        # Victims whose GPUs the placement does not use are not needed: drop them without asking the engine.
+        # Not in multi-node NVLink domains, where nodes in use count against the domain's cap.
+        if not any(self.snapshot.nvlink_domains[i] for i in domain.nodes):
+            used = gpus_by_node(placement)
+            chosen = [k for k in chosen if any(used.get(n, frozenset()) & g for n, g in self.freed_by(k).items())]
         # Minimality: drop, dearest first, every victim the preemptor does not need.
         for k in sorted(chosen, key=lambda k: (-self.victims[k].priority, -self.work[k], self.victims[k].name)):
             rest = [j for j in chosen if j != k]
             again = self.places(domain, rest)
             if again is not None:
                 chosen, placement = rest, again
+        if len(chosen) > self.rules.max_victims:
+            return None
         return tuple(chosen), placement
 
     def cost(self, domain: Domain, chosen: tuple[int, ...], placement: Placement, moved: set[int]) -> PreemptionCost:
@@ -246,16 +272,16 @@ class _Search:
         hosts = [i for i, free in self.passes.items() if free > 0 or self.snapshot.nodes[i].name in names]
         out: list[tuple[str, Placement]] = []
         for gang in victims:
-            nodes = []
+            changed: dict[int, NodeInfo] = {}
             for i in hosts:
                 host = self.snapshot.nodes[i]
                 used = host.used_gpus | taken.get(host.name, set()) | old.get(host.name, set())
                 if len(used) < host.topology.gpu_count:
-                    nodes.append(replace(host, used_gpus=frozenset(used)))
-            if not nodes:
+                    changed[i] = replace(host, used_gpus=frozenset(used))
+            if not changed:
                 break
             self.engine_calls += 1
-            result = place(Snapshot(nodes, self.snapshot.tiers, cache=self.snapshot.cache), gang.request())
+            result = place(self.snapshot.part(list(changed), changed), gang.request())
             if isinstance(result, Placement) and result.busbw_gbps >= gang.placement.busbw_gbps - 1e-6:
                 out.append((gang.name, result))
                 for node, gpus in gpus_by_node(result).items():
@@ -274,53 +300,56 @@ def _better(found: _Found, best: _Found | None) -> bool:
 
 
 def plan_preemption(
-    snapshot: Snapshot,
+    snapshot: Snapshot | RunningIndex,
     preemptor: Preemptor,
-    running: Iterable[RunningGang],
+    running: Iterable[RunningGang] = (),
     rules: PreemptionRules = PreemptionRules(),
     nominations: Iterable[Nomination] = (),
 ) -> PreemptionPlan | NoPreemption:
     """The cheapest whole lower-priority gangs to preempt so the preemptor places, and where; or why none helps.
 
     Call it after ``place`` refused the preemptor. ``snapshot`` counts every running gang's GPUs as used;
-    the GPUs of ``nominations`` to other gangs are held (never freed for this preemptor).
+    the GPUs of ``nominations`` are held (never freed again for another preemptor). A pass with several
+    preemptors builds one ``RunningIndex(snapshot, running, nominations)`` and passes it instead.
     """
+    index = snapshot if isinstance(snapshot, RunningIndex) else RunningIndex(snapshot, running, nominations)
     if preemptor.policy is PreemptionPolicy.NEVER:
         return NoPreemption("its preemptionPolicy is Never: it waits for free GPUs")
-    eligible = Eligible(running, preemptor, rules)
-    nominations = list(nominations)
-    others: dict[str, frozenset[int]] = {}
-    for nomination in nominations:
-        if nomination.preemptor != preemptor.name:
-            for node, gpus in nomination.gpus.items():
-                others[node] = others.get(node, frozenset()) | gpus
-    held = hold_nominations(snapshot, nominations, for_gang=preemptor.name)
-    search = _Search(held, preemptor, eligible.victims, rules, others)
-    useful = [i for i in search.passes if search.passes[i] > 0 or i in search.on_node]
-    domains = candidate_domains(held, preemptor.request, useful)
-    bounded: list[tuple[tuple[int, float], Domain, dict[int, int]]] = []
+    if preemptor.name in index.nominated:
+        return NoPreemption("GPUs are already nominated to it: it waits for its victims to end")
+    search = _Search(index, preemptor, rules)
+    eligible = search.eligible
+    domains = candidate_domains(index.snapshot, preemptor.request, search.useful())
+    bounded: list[tuple[tuple[int, float], Domain]] = []
+    last: Domain | None = None
     for domain in domains:
-        counts = search.in_domain(domain)
-        bound = search.bound(domain, counts)
+        if domain.level == CLUSTER:
+            last = domain  # bounded only when searched: no smaller domain holds the gang
+            continue
+        bound = search.bound(domain)
         if bound is not None:
-            bounded.append((bound, domain, counts))
+            bounded.append((bound, domain))
+    if last is not None and (len(bounded) < rules.max_domains or not bounded):
+        bound = search.bound(last)
+        if bound is not None:
+            bounded.append((bound, last))
     if not bounded:
         why = "no domain holds it even with every lower-priority gang preempted"
-        if not eligible.victims:
+        if not eligible.indices:
             why = "no running gang may be preempted for it"
         return NoPreemption(why, eligible.describe())
-    bounded.sort(key=lambda b: (b[0], b[1].rank, b[1].name))
+    # The whole cluster last: its bound is the lowest of all, but one engine call there costs as much as
+    # every switch's together.
+    bounded.sort(key=lambda b: (b[1].level == CLUSTER, b[0], b[1].rank, b[1].name))
     found: list[_Found] = []
     searched = 0
-    for bound, domain, counts in bounded:
-        if domain.level == CLUSTER and found:
-            continue
-        if searched >= rules.max_domains:
+    for bound, domain in bounded:
+        if searched >= rules.max_domains or (found and domain.level == CLUSTER):
             break
         if found and bound > min((f.cost.highest_priority, f.cost.work_lost_gpu_s) for f in found):
             break
         searched += 1
-        cleared = search.clear(domain, counts)
+        cleared = search.clear(domain)
         if cleared is None:
             continue
         chosen, placement = cleared
