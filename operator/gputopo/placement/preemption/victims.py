@@ -256,11 +256,13 @@ class _Search:
         return PreemptionCost(highest, round(work), len(chosen), round(stranded / free, 3) if free else 0.0)
 
     def moves(self, chosen: tuple[int, ...], placement: Placement) -> tuple[tuple[str, Placement], ...]:
-        """Victims that can be re-placed at once outside their old GPUs at no worse bus bandwidth, in turn.
+        """Victims that can be re-placed at once outside their old GPUs at no worse bus bandwidth, in turn, the
+        one that would lose most work first.
 
         Only nodes with free GPUs after the preemption can take them, so the engine sees just those.
         """
-        victims = [self.victims[k] for k in chosen]
+        # The victim that would lose most first: its move saves the most.
+        victims = [self.victims[k] for k in sorted(chosen, key=lambda k: (-self.work[k], self.victims[k].name))]
         taken: dict[str, set[int]] = {}
         for node, gpus in gpus_by_node(placement).items():
             taken.setdefault(node, set()).update(gpus)
