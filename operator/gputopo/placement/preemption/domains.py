@@ -31,24 +31,30 @@ class Domain:
 
 
 def candidate_domains(snapshot: Snapshot, request: Request, useful: Collection[int]) -> list[Domain]:
-    """The domains over ``useful`` nodes that could hold the request by their GPU count alone."""
+    """The domains with a ``useful`` node that could hold the request by their GPU count alone.
+
+    A domain holds all its nodes, useful or not: the engine counts the nodes in use of a multi-node NVLink
+    domain against its cap, so a rack is never searched in part, nor a tray of one alone.
+    """
     need = request.total_gpus
     nodes = snapshot.nodes
     out: list[Domain] = []
     seen: set[tuple[int, ...]] = set()
+    wanted = set(useful)
 
     def add(level: str, name: str, members: list[int], rank: int) -> None:
         key = tuple(sorted(members))
-        if key in seen or sum(nodes[i].topology.gpu_count for i in key) < need:
+        if key in seen or wanted.isdisjoint(key) or sum(nodes[i].topology.gpu_count for i in key) < need:
             return
         seen.add(key)
         out.append(Domain(level, name, key, rank))
 
-    for i in sorted(useful):
-        if nodes[i].topology.gpu_count >= need:
+    for i in sorted(wanted):
+        if nodes[i].topology.gpu_count >= need and not snapshot.nvlink_domains[i]:
             add("node", nodes[i].name, [i], 0)
+    everyone = range(len(nodes))
     nvlink: dict[str, list[int]] = {}
-    for i in useful:
+    for i in everyone:
         clique = snapshot.nvlink_domains[i]
         if clique:
             nvlink.setdefault(clique, []).append(i)
@@ -57,12 +63,12 @@ def candidate_domains(snapshot: Snapshot, request: Request, useful: Collection[i
     top = len(snapshot.tiers) if request.required_tier is None else min(request.required_tier, len(snapshot.tiers))
     for tier in range(min(top + 1, len(snapshot.tiers))):
         switches: dict[str, list[int]] = {}
-        for i in useful:
+        for i in everyone:
             name = snapshot.domains[i][tier]
             if not name.startswith("node/"):
                 switches.setdefault(name, []).append(i)
         for name in sorted(switches):
             add(f"tier-{tier}", name, switches[name], 2 + tier)
     if top >= len(snapshot.tiers):
-        add(CLUSTER, CLUSTER, list(useful), 2 + len(snapshot.tiers))
+        add(CLUSTER, CLUSTER, list(everyone), 2 + len(snapshot.tiers))
     return out

@@ -192,13 +192,13 @@ class _Search:
         """
         g = self.request.gpus_per_worker
         freed: dict[int, int] = {}
-        slots = sum(self.passes[i] // g for i in domain.nodes)
+        slots = sum(self.passes.get(i, 0) // g for i in domain.nodes)
         ranked = []
         for i in domain.nodes:
             here = self.here(i)
             if not here:
                 continue
-            gain = (self.passes[i] + sum(len(gpus) for _, gpus in here)) // g - self.passes[i] // g
+            gain = (self.passes.get(i, 0) + sum(len(gpus) for _, gpus in here)) // g - self.passes.get(i, 0) // g
             if gain <= 0:
                 continue
             highest = max(self.victims[k].priority for k, _ in here)
@@ -220,9 +220,9 @@ class _Search:
                 for j in self.index.nodes_of[k]:
                     if j in members:
                         count = next(len(gpus) for v, gpus in self.index.on_node[j] if v == k)
-                        before = (self.passes[j] + freed.get(j, 0)) // g
+                        before = (self.passes.get(j, 0) + freed.get(j, 0)) // g
                         freed[j] = freed.get(j, 0) + count
-                        slots += (self.passes[j] + freed[j]) // g - before
+                        slots += (self.passes.get(j, 0) + freed[j]) // g - before
             if len(chosen) > 4 * self.rules.max_victims:
                 return None
             if slots >= self.request.workers:
