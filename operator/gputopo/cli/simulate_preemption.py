@@ -85,6 +85,6 @@ def run_preemption(
         busbw = s["high_mean_busbw_GBps"]
         typer.echo(
             f"{name:<14} {high} wait p50 {s['high_wait_p50_s'] or 0:.0f}s p99 {s['high_wait_p99_s'] or 0:.0f}s  "
-            f"bus bandwidth {busbw or 0:.1f} GB/s  preemptions {s['preemptions']} (moved {s['victims_moved']})  "
+            f"bus bandwidth {busbw or 0:.1f} GB/s  preemptions {s['preemptions']} (movable {s['victims_movable']})  "
             f"victim GPU-hours lost {s['victim_gpu_hours_lost']:.1f}  never placed {s['jobs_never_placed']}"
         )

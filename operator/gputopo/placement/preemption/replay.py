@@ -5,8 +5,8 @@ is tried again (jobs behind a blocked one may start: backfill). A job the engine
 (``gputopo``: victims chosen by topology; ``priority-only``: lowest priority, then most recent, as Kueue does;
 ``none``: never): its victims end after their grace period, and the GPUs planned for it are held for it
 meanwhile (its nomination), so nothing else takes them; it starts when they are free. A victim goes back to
-the queue and resumes from its last checkpoint; what it ran since is lost. A victim the plan can move at once
-restarts at its new place after the same grace period. No clock is read: time is the trace's.
+the queue, in its priority's place, and resumes from its last checkpoint; what it ran since is lost. No clock
+is read: time is the trace's.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class PreemptionReport:
     never_placed: dict[str, int] = field(default_factory=dict)
     preemptions: int = 0
     victim_gpu_seconds_lost: float = 0.0
-    moved: int = 0
+    movable: int = 0  # victims the plan found room for at once elsewhere
 
     def summary(self, high: str) -> dict[str, float | int | None]:
         """The figures of the class ``high``, and the cost to everyone else."""
@@ -85,7 +85,7 @@ class PreemptionReport:
             "high_wait_p99_s": _quantile(waits, 0.99),
             "high_mean_busbw_GBps": statistics.fmean(comm) if comm else None,
             "preemptions": self.preemptions,
-            "victims_moved": self.moved,
+            "victims_movable": self.movable,
             "victim_gpu_hours_lost": self.victim_gpu_seconds_lost / 3600,
             "jobs_never_placed": sum(self.never_placed.values()),
             "mean_wait_s_all": statistics.fmean(o.wait for o in self.outcomes) if self.outcomes else 0.0,
@@ -214,16 +214,9 @@ def replay(
             snapshot = snapshot.reserve(plan.placement)
             starting[j] = (plan.placement, now + grace)
             heapq.heappush(events, (now + grace, _START, j, 0))
-            for name, moved in plan.moves:
-                k = by_name[name]
-                try:
-                    snapshot = snapshot.reserve(moved)
-                except ValueError:
-                    continue  # taken meanwhile: it waits in the queue
-                del queue[k]
-                report.moved += 1
-                starting[k] = (moved, now + grace)
-                heapq.heappush(events, (now + grace, _START, k, 0))
+            # A victim that could move at once still goes back to the queue: starting it there and then would
+            # put it ahead of higher-priority jobs waiting for the same GPUs.
+            report.movable += len(plan.moves)
             running = None
         done += 1
         if on_event is not None:
