@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 import math
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from gputopo.placement.engine import place
@@ -230,8 +230,3 @@ def replay(
             cls = trace[j].priority_class
             report.never_placed[cls] = report.never_placed.get(cls, 0) + 1
     return report
-
-
-def class_of(classes: Mapping[str, int]) -> str:
-    """The highest class by value (the one the report's high-priority figures are about)."""
-    return max(classes, key=lambda name: classes[name])
