@@ -10,7 +10,8 @@ same pass, which reuses it). One run, fixed seeds.
 
 Goals: high-priority p99 wait <= the victims' grace period + 5 s; victim GPU-hours lost <= 0.7x the priority-only
 policy's; high-priority bus bandwidth >= the priority-only policy's; decision p99 <= 200 ms at 10,000 nodes.
-Writes bench/reports/preemption.{json,md,png}.  Run: python bench/bench_preemption.py
+Writes bench/reports/preemption.{json,md,png}.  Run: python bench/bench_preemption.py [scenario names]
+(``--report-only`` rewrites the Markdown and the plot from the JSON).
 """
 
 from __future__ import annotations
@@ -154,8 +155,8 @@ def _markdown(doc: dict[str, Any]) -> str:
     lines = ["# Priority and topology-aware preemption", ""]
     lines.append(
         f"Replayed through `gputopo.placement.preemption.replay`; victims' grace period {GRACE_S:.0f} s, "
-        "checkpoints every 30 min; the high class is 10 % of jobs. Host load average during the run: "
-        f"{doc['load_average']}."
+        "checkpoints every 30 min; the high class is 10 % of jobs. Host load average (1, 5, 15 min) when the run "
+        f"started, on 2 shared cores: {doc['load_average']}."
     )
     for sc in doc["scenarios"]:
         lines += ["", f"## {sc['name']}: {sc['nodes']} nodes, {sc['gpus']} GPUs, {sc['jobs']} jobs", ""]
@@ -166,7 +167,7 @@ def _markdown(doc: dict[str, Any]) -> str:
         lines.append("|---|---|---|---|---|---|---|---|")
         for name, s in sc["policies"].items():
             lines.append(
-                f"| {name} | {s['high_wait_p50_s']} | {s['high_wait_p99_s']} | "
+                f"| {name} | {s['high_wait_p50_s'] or 0:.1f} | {s['high_wait_p99_s'] or 0:.1f} | "
                 f"{(s['high_mean_busbw_GBps'] or 0):.1f} | {s['preemptions']} | {s['victims_movable']} | "
                 f"{s['victim_gpu_hours_lost']:.1f} | {s['jobs_never_placed']} |"
             )
@@ -223,6 +224,11 @@ def _plot(doc: dict[str, Any], path: Path) -> None:
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--report-only"]:  # rewrite the Markdown and the plot from the JSON of the last run
+        doc = json.loads((REPORTS / "preemption.json").read_text())
+        (REPORTS / "preemption.md").write_text(_markdown(doc))
+        _plot(doc, REPORTS / "preemption.png")
+        return
     doc: dict[str, Any] = {"load_average": [round(x, 1) for x in os.getloadavg()]}
     only = set(sys.argv[1:])
     doc["scenarios"] = [scenario(spec) for spec in SCENARIOS if not only or spec["name"] in only]
