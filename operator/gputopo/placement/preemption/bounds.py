@@ -26,8 +26,10 @@ class NodeVictims:
     _costs: dict[tuple[int, int], list[float]] = field(default_factory=dict)
 
     def costs(self, gpus_per_worker: int, level: int) -> list[float]:
-        """``slot_costs`` of this node, worked out once per decision."""
-        key = (gpus_per_worker, level)
+        """``slot_costs`` of this node, worked out once per decision (levels above every victim's priority
+        here all give the same costs, so they share them)."""
+        top = max((priority for priority, _, _ in self.victims), default=level)
+        key = (gpus_per_worker, min(level, top))
         found = self._costs.get(key)
         if found is None:
             found = self._costs[key] = slot_costs(self, gpus_per_worker, level)
