@@ -18,7 +18,26 @@ A cluster file::
         downLinks: [[0, 1]]            # link health
         unhealthyGpus: [3]
 
-A trace file: ``jobs: [{name, arrival, duration, workers, gpusPerWorker, sliceSize}]``.
+A cluster file may also say what runs there, for ``gputopo plan --preempt``::
+
+    now: 7200                          # seconds, the clock of the times below
+    priorityClasses: [{name: research, value: 100}, {name: prod, value: 1000, preemptionPolicy: Never}]
+    gangs:                             # running gangs; their GPUs count as used
+      - name: sweep-7
+        priorityClassName: research    # or priority: 100
+        startTime: 1800
+        checkpointTime: 6000           # the work since then is what a preemption loses
+        preemptible: true
+        minRuntimeSeconds: 600
+        preemptedAt: 1700              # protected for a while after a preemption
+        preemptedBy: [llm-pretrain]    # never preempts these back
+        workers: [{node: gpu-001, gpus: [0, 1]}]
+    nominations:                       # GPUs held for a preemptor whose victims are still terminating
+      - {preemptor: llm-pretrain, gpus: [{node: gpu-002, gpus: [0, 1, 2, 3]}]}
+
+A trace file: ``jobs: [{name, arrival, duration, workers, gpusPerWorker, sliceSize}]``, and with priorities
+``priorityClasses`` as above and per job ``priorityClass``, ``checkpointIntervalSeconds``,
+``gracePeriodSeconds``, ``preemptible`` and ``minRuntimeSeconds``.
 
 Whether a GPU index exists, a node type is known or a topology file is there depends on the node's
 topology; the loader (``gputopo.sim.cluster_file``) checks those, naming the same fields.
@@ -35,9 +54,14 @@ from gputopo.api.base import ApiModel
 
 __all__ = [
     "ClusterFile",
+    "ClusterGang",
+    "ClusterGangWorker",
     "ClusterNode",
+    "ClusterNomination",
     "ClusterTaint",
     "ClusterTier",
+    "PreemptionPolicy",
+    "PriorityClassEntry",
     "TaintEffect",
     "TraceFile",
     "TraceJobEntry",
@@ -95,9 +119,60 @@ class ClusterNode(_FileModel):
         return self
 
 
+class PreemptionPolicy(StrEnum):
+    """Whether a gang may preempt lower-priority gangs (Kubernetes' PriorityClass field of that name)."""
+
+    PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+    NEVER = "Never"
+
+
+PriorityValue = Annotated[int, Field(ge=-2_147_483_648, le=1_000_000_000)]
+
+
+class PriorityClassEntry(_FileModel):
+    name: str = Field(min_length=1, max_length=253)
+    value: PriorityValue
+    preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+
+
+class ClusterGangWorker(_FileModel):
+    node: str = Field(min_length=1, max_length=253)
+    gpus: list[GpuIndex] = Field(min_length=1)
+
+
+class ClusterGang(_FileModel):
+    """A running gang: preempted whole or not at all."""
+
+    name: str = Field(min_length=1, max_length=253)
+    priority: PriorityValue | None = Field(default=None, description="Or priorityClassName.")
+    priority_class_name: str | None = Field(default=None, min_length=1)
+    start_time: float = Field(default=0.0, description="Seconds on the clock of now.")
+    checkpoint_time: float | None = Field(default=None, description="Its last checkpoint: a restart resumes there.")
+    preemptible: StrictBool = True
+    min_runtime_seconds: float = Field(default=0.0, ge=0)
+    preempted_at: float | None = Field(default=None, description="When it was last preempted (protects it).")
+    preempted_by: list[str] = Field(default_factory=list, description="Gangs that preempted it: never its victims.")
+    workers: list[ClusterGangWorker] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _one_priority(self) -> ClusterGang:
+        if self.priority is not None and self.priority_class_name is not None:
+            raise ValueError("give priority or priorityClassName, not both")
+        return self
+
+
+class ClusterNomination(_FileModel):
+    preemptor: str = Field(min_length=1, max_length=253)
+    gpus: list[ClusterGangWorker] = Field(min_length=1)
+
+
 class ClusterFile(_FileModel):
     tiers: list[ClusterTier] | None = Field(default=None, description="Network tiers, lowest first.")
     nodes: list[ClusterNode] = Field(default_factory=list)
+    now: float = Field(default=0.0, description="The time of the snapshot, on the clock of the gangs' times.")
+    priority_classes: list[PriorityClassEntry] = Field(default_factory=list)
+    gangs: list[ClusterGang] = Field(default_factory=list, description="Running gangs; their GPUs count as used.")
+    nominations: list[ClusterNomination] = Field(default_factory=list)
 
 
 class TraceJobEntry(_FileModel):
@@ -107,9 +182,15 @@ class TraceJobEntry(_FileModel):
     workers: int = Field(default=1, ge=1, le=100000)
     gpus_per_worker: int = Field(ge=1, le=1024)
     slice_size: int | None = Field(default=None, ge=1, description="Ranks per NVLink-domain slice.")
+    priority_class: str | None = Field(default=None, min_length=1, description="A name of priorityClasses.")
+    checkpoint_interval_seconds: float | None = Field(default=None, gt=0)
+    grace_period_seconds: float = Field(default=30.0, ge=0, description="Time to checkpoint when preempted.")
+    preemptible: StrictBool = True
+    min_runtime_seconds: float = Field(default=0.0, ge=0)
 
 
 class TraceFile(_FileModel):
+    priority_classes: list[PriorityClassEntry] = Field(default_factory=list)
     jobs: list[TraceJobEntry] = Field(default_factory=list)
 
 

@@ -12,25 +12,34 @@ from pydantic import ValidationError
 from gputopo.api.problems import one_line
 from gputopo.api.trainingjob import TrainingJob
 from gputopo.cli.errors import CliError, fail, read_yaml
+from gputopo.cli.preempt import preemption_doc, preemptor, print_preemption
 from gputopo.control.dra import GpuAllocation
 from gputopo.control.facts import job_facts
 from gputopo.control.validation import problems
 from gputopo.placement import Placement, Request, Snapshot, place
 from gputopo.placement.network import tier_summary
+from gputopo.placement.preemption import PreemptionPlan, hold_nominations
 from gputopo.placement.template import TemplateError
-from gputopo.sim.cluster_file import ClusterFileError, snapshot_from_data
+from gputopo.sim.cluster_file import ClusterFileError
 from gputopo.sim.exact import optimum
+from gputopo.sim.preemption.cluster_file import ClusterState, cluster_state_from_data
 
-__all__ = ["load_cluster", "register"]
+__all__ = ["load_cluster", "load_cluster_state", "register"]
+
+
+def load_cluster_state(path: Path) -> ClusterState:
+    """The snapshot in a cluster file (its running gangs' GPUs taken) and what runs there; any problem is a
+    ``CliError`` naming the file and the field."""
+    data = read_yaml(path)
+    try:
+        return cluster_state_from_data(data, base=path.parent)
+    except ClusterFileError as error:
+        raise CliError(f"{path}: {error}") from None
 
 
 def load_cluster(path: Path) -> Snapshot:
     """The snapshot in a cluster file; any problem is a ``CliError`` naming the file and the field."""
-    data = read_yaml(path)
-    try:
-        return snapshot_from_data(data, base=path.parent)
-    except ClusterFileError as error:
-        raise CliError(f"{path}: {error}") from None
+    return load_cluster_state(path).snapshot
 
 
 def _job_body(path: Path) -> dict[str, Any]:
@@ -43,7 +52,9 @@ def _job_body(path: Path) -> dict[str, Any]:
     return {"metadata": {"name": path.stem}, "spec": data}
 
 
-def _request(path: Path, snapshot: Snapshot, allocation: GpuAllocation = GpuAllocation.DRA) -> Request:
+def _request(
+    path: Path, snapshot: Snapshot, allocation: GpuAllocation = GpuAllocation.DRA
+) -> tuple[Request, TrainingJob]:
     """The job's request, checked as the operator checks it: the CRD's schema, then its own rules."""
     body = _job_body(path)
     try:
@@ -58,7 +69,7 @@ def _request(path: Path, snapshot: Snapshot, allocation: GpuAllocation = GpuAllo
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         raise CliError(f"{path}: {found[0]}{more}")
     try:
-        return Request.from_spec(job.spec, name=job.name, gpu_choice=allocation.gpu_choice)
+        return Request.from_spec(job.spec, name=job.name, gpu_choice=allocation.gpu_choice), job
     except TemplateError as error:
         raise CliError(f"{path}: spec.{error}") from None
 
@@ -73,13 +84,27 @@ def plan(
         help="Who picks each rank's GPUs within its node, as the operator's setting of that name: dra (the GPUs "
         "gputopo plans) or devicePlugin (the GPUs NVIDIA's device plugin will pick on the node's free GPUs).",
     ),
+    preempt: bool = typer.Option(
+        False,
+        "--preempt",
+        help="When the job cannot be placed, name the lower-priority running gangs (the cluster file's gangs) to "
+        "preempt for it, the domain they clear and where it then goes, or why no preemption helps.",
+    ),
+    priority_class: str | None = typer.Option(
+        None,
+        "--priority-class",
+        help="The job's priority class, by a name of the cluster file's priorityClasses (default: spec.priority).",
+    ),
 ) -> None:
     """Place one job and explain it (or why it cannot be placed)."""
     try:
-        snapshot = load_cluster(cluster)
-        request = _request(job, snapshot, gpu_allocation)
+        state = load_cluster_state(cluster)
+        request, body = _request(job, state.snapshot, gpu_allocation)
+        wanted = preemptor(state, request, body.spec.priority, priority_class) if preempt else None
     except CliError as error:
         fail(str(error))
+    # GPUs nominated to other gangs are not this job's to take.
+    snapshot = hold_nominations(state.snapshot, state.nominations, for_gang=request.name)
     result = place(snapshot, request)
     try:
         best = optimum(snapshot, request)
@@ -95,6 +120,9 @@ def plan(
         }
     else:
         doc = {"placed": False, "reason": result.reason, "details": list(result.details)}
+    preemption = None
+    if wanted is not None and not isinstance(result, Placement):
+        doc["preemption"], preemption = preemption_doc(state, wanted)
     tiers = tier_summary(snapshot)
     doc["network"] = {"tiers": [t.to_data() for t in tiers], "beyondTopOversubscription": snapshot.tiers.beyond_top}
     if as_json:
@@ -110,6 +138,10 @@ def plan(
         typer.echo(f"Unplaceable: {result.reason}")
         for line in result.details:
             typer.echo(f"  - {line}")
+        if preemption is not None and wanted is not None:
+            print_preemption(preemption, wanted, state.now)
+            if isinstance(preemption, PreemptionPlan):
+                return
         raise typer.Exit(1)
     where = f"tier-{result.tier} switch {result.tier_domain}" if result.tier is not None else "across the top tier"
     typer.echo(f"{request.workers} x {request.gpus_per_worker} GPUs under {where}")

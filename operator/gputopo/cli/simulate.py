@@ -13,10 +13,13 @@ from rich.progress import Progress, TaskID
 
 from gputopo.cli.errors import CliError, fail, read_yaml
 from gputopo.cli.plan import load_cluster
+from gputopo.cli.simulate_preemption import run_preemption
 from gputopo.control.dra import GpuAllocation
 from gputopo.sim.cluster_file import ClusterFileError, snapshot_to_data, trace_from_data, trace_to_data
 from gputopo.sim.generate import TraceJob, generate_cluster, generate_nvl72_cluster, generate_trace
 from gputopo.sim.policies import POLICIES
+from gputopo.sim.preemption.replay import PREEMPTION_POLICIES
+from gputopo.sim.preemption.trace import DEFAULT_CLASSES, generate_priority_trace, priority_trace_to_data
 from gputopo.sim.simulation import simulate
 
 __all__ = ["load_trace", "plot_quality", "register"]
@@ -78,6 +81,16 @@ def run(
         help="Who picks each worker's GPUs within its node, as the operator's setting: dra (gputopo's plan) or "
         "devicePlugin (the pick of NVIDIA's device plugin, which gputopo then plans with).",
     ),
+    preemption: str = typer.Option(
+        "",
+        "--preemption",
+        help="Replay the trace's priority classes under these preemption policies instead (comma-separated: "
+        f"{', '.join(PREEMPTION_POLICIES)}); reports the high class's wait and bus bandwidth, preemptions and "
+        "victim GPU-hours lost. A generated trace gets priority classes with this option.",
+    ),
+    high_class: str | None = typer.Option(
+        None, "--high-class", help="The priority class reported as high (default: the trace's highest)."
+    ),
 ) -> None:
     """Replay job arrivals and departures against a cluster per policy."""
     if cluster_profile not in ("mixed", "nvl72"):
@@ -92,11 +105,24 @@ def run(
             cluster.write_text(yaml.safe_dump(snapshot_to_data(snap), sort_keys=False))
         if generate_trace_jobs and trace:
             shape = {"gpus_per_node": 4, "slice_share": 0.3} if nvl72 else {}
+            if preemption:
+                rng = random.Random(seed + 1)
+                ranked, classes = generate_priority_trace(rng, generate_trace_jobs, classes=DEFAULT_CLASSES, **shape)
+                trace.write_text(yaml.safe_dump(priority_trace_to_data(ranked, classes), sort_keys=False))
+                return
             jobs = generate_trace(random.Random(seed + 1), generate_trace_jobs, **shape)  # type: ignore[arg-type]
             trace.write_text(yaml.safe_dump(trace_to_data(jobs), sort_keys=False))
         return
     if cluster is None or trace is None:
         fail("--cluster and --trace are required")
+    if preemption:
+        try:
+            base = load_cluster(cluster)
+        except CliError as error:
+            fail(str(error))
+        names = [p.strip() for p in preemption.split(",") if p.strip()]
+        run_preemption(base, trace, names, high_class, as_json, plot)
+        return
     names = [p.strip() for p in policy.split(",") if p.strip()]
     unknown = [n for n in names if n not in POLICIES]
     if unknown or not names:

@@ -7,7 +7,7 @@ ledger can step through many decisions without copying 10,000 nodes' topologies.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Protocol
@@ -277,6 +277,22 @@ class Snapshot:
     def release(self, placement: Placement) -> Snapshot:
         """The snapshot with the placement's GPUs given back (the undo of ``reserve``)."""
         return self._with_gpus(placement, take=False)
+
+    def part(self, indices: Sequence[int], nodes: Mapping[int, NodeInfo] | None = None) -> Snapshot:
+        """The snapshot of the nodes at ``indices`` only, in that order; ``nodes`` replaces some of them by
+        index with the same node in another state of use (same labels and topology). It shares this
+        snapshot's cache and per-node switch and NVLink domain names, so a search over many parts of a large
+        cluster (preemption's candidate domains) pays for them once."""
+        changed = nodes or {}
+        child = Snapshot.__new__(Snapshot)
+        child._nodes = tuple(changed.get(i) or self._nodes[i] for i in indices)
+        child._index = {n.name: j for j, n in enumerate(child._nodes)}
+        child.tiers = self.tiers
+        child._domains = tuple(self.domains[i] for i in indices)
+        child._nvlink = tuple(self.nvlink_domains[i] for i in indices)
+        child._cache = self._cache
+        child._memo = Memo()
+        return child
 
     def with_node(self, node: NodeInfo) -> Snapshot:
         """The snapshot with one node replaced (same name), e.g. after a link went down."""

@@ -1,0 +1,105 @@
+"""What preemption reads: the running gangs, the gang that wants to preempt, nominations and the rules.
+
+All times are seconds on one clock the caller chooses (the operator's ``now``, the simulator's time); nothing
+here reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gputopo.api.clusterfile import PreemptionPolicy
+from gputopo.placement.types import Placement, Request
+
+__all__ = ["Nomination", "PreemptionPolicy", "PreemptionRules", "Preemptor", "RunningGang", "gpus_by_node"]
+
+
+def gpus_by_node(placement: Placement) -> dict[str, frozenset[int]]:
+    """The placement's GPUs per node."""
+    out: dict[str, set[int]] = {}
+    for worker in placement.workers:
+        out.setdefault(worker.node, set()).update(worker.gpus)
+    return {node: frozenset(gpus) for node, gpus in out.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class RunningGang:
+    """A gang that holds GPUs now: always preempted whole, never in part.
+
+    ``checkpoint_time`` is when it last saved its state (what a restart resumes from); ``preempted_at`` when
+    it was last preempted, which protects it for ``PreemptionRules.protection_s``; ``preempted_by`` the
+    gangs that preempted it before, so it never preempts them back (no cycle).
+    """
+
+    name: str
+    priority: int
+    placement: Placement
+    start_time: float = 0.0
+    checkpoint_time: float | None = None
+    preemptible: bool = True
+    min_runtime_s: float = 0.0
+    preempted_at: float | None = None
+    preempted_by: frozenset[str] = frozenset()
+
+    @property
+    def gpu_count(self) -> int:
+        return self.placement.gpu_count
+
+    def work_lost(self, now: float) -> float:
+        """GPU-seconds a preemption at ``now`` throws away: since the last checkpoint, else since the start."""
+        since = self.start_time if self.checkpoint_time is None else max(self.start_time, self.checkpoint_time)
+        return self.gpu_count * max(0.0, now - since)
+
+    def request(self) -> Request:
+        """The gang's shape, to re-place it elsewhere: its workers and the GPUs of its widest worker."""
+        widest = max(len(w.gpus) for w in self.placement.workers)
+        return Request(len(self.placement.workers), widest, name=self.name, same_model=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Preemptor:
+    """A gang that cannot be placed as required, and what it may do about it."""
+
+    request: Request
+    priority: int
+    policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+    preempted_by: frozenset[str] = frozenset()  # gangs that preempted it: never its victims (no cycle)
+
+    @property
+    def name(self) -> str:
+        return self.request.name
+
+
+@dataclass(frozen=True, slots=True)
+class Nomination:
+    """GPUs held for a preemptor whose victims are still terminating: no other gang may take them."""
+
+    preemptor: str
+    gpus: Mapping[str, frozenset[int]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, preemptor: str, placement: Placement) -> Nomination:
+        return cls(preemptor, gpus_by_node(placement))
+
+    @property
+    def gpu_count(self) -> int:
+        return sum(len(g) for g in self.gpus.values())
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionRules:
+    """The no-thrash rules and the search's bounds.
+
+    ``protection_s``: a gang preempted is not preempted again this long after. ``max_victims``: gangs one
+    pass may preempt (the caller passes what is left of its pass's budget). ``max_domains``: candidate
+    domains whose victim sets are worked out, cheapest bound first. ``moved_work_share``: the share of its
+    lost work a victim counts when it can be re-placed at once elsewhere at no worse bus bandwidth (it loses
+    its work since the checkpoint, but no time in the queue).
+    """
+
+    now: float = 0.0
+    protection_s: float = 300.0
+    max_victims: int = 16
+    max_domains: int = 24
+    moved_work_share: float = 0.5

@@ -1,0 +1,68 @@
+"""Nominations: GPUs freed (or being freed) for a preemptor are held for it until its pods bind.
+
+A nomination is an input of the snapshot: ``hold_nominations`` takes every nominated GPU out of the free
+pool except those nominated to the gang being placed, so neither a later arrival nor backfill gets them.
+A nomination lapses when its preemptor is gone or can no longer use the GPUs (``lapsed_nominations``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+
+from gputopo.placement.engine import place
+from gputopo.placement.preemption.gangs import Nomination
+from gputopo.placement.types import Placement, Request, Snapshot, WorkerAssignment
+
+__all__ = ["hold_nominations", "lapsed_nominations", "nominated_only"]
+
+
+def hold_nominations(snapshot: Snapshot, nominations: Iterable[Nomination], *, for_gang: str = "") -> Snapshot:
+    """The snapshot with the GPUs nominated to any gang but ``for_gang`` taken (as if already in use)."""
+    held: dict[str, set[int]] = {}
+    for nomination in nominations:
+        if nomination.preemptor == for_gang:
+            continue
+        for node, gpus in nomination.gpus.items():
+            if node in snapshot:
+                held.setdefault(node, set()).update(gpus)
+    workers: list[WorkerAssignment] = []
+    for name, nominated in sorted(held.items()):
+        info = snapshot.node(name)
+        free = sorted(g for g in nominated if g not in info.used_gpus and g < info.topology.gpu_count)
+        if free:
+            workers.append(WorkerAssignment(len(workers), name, tuple(free)))
+    if not workers:
+        return snapshot
+    return snapshot.reserve(Placement(tuple(workers), 0.0, "nominated"))
+
+
+def nominated_only(snapshot: Snapshot, nomination: Nomination) -> Snapshot:
+    """The nomination's nodes with only its GPUs free (its victims taken as gone)."""
+    nodes = []
+    for name, gpus in sorted(nomination.gpus.items()):
+        if name not in snapshot:
+            continue
+        node = snapshot.node(name)
+        nodes.append(replace(node, used_gpus=frozenset(range(node.topology.gpu_count)) - gpus))
+    return Snapshot(nodes, snapshot.tiers, cache=snapshot.cache)
+
+
+def lapsed_nominations(
+    snapshot: Snapshot, nominations: Iterable[Nomination], pending: Mapping[str, Request]
+) -> dict[str, str]:
+    """Per preemptor whose nomination lapses, why: it is no longer pending, or its GPUs no longer hold it
+    (a node gone, cordoned or failed under them)."""
+    out: dict[str, str] = {}
+    for nomination in nominations:
+        request = pending.get(nomination.preemptor)
+        if request is None:
+            out[nomination.preemptor] = "the preemptor is no longer pending"
+            continue
+        missing = sorted(n for n in nomination.gpus if n not in snapshot)
+        if missing:
+            out[nomination.preemptor] = f"node {missing[0]} of the nomination is gone"
+            continue
+        if not isinstance(place(nominated_only(snapshot, nomination), request), Placement):
+            out[nomination.preemptor] = "the nominated GPUs no longer hold the preemptor"
+    return out

@@ -1,0 +1,379 @@
+"""Victims chosen by topology: ``plan_preemption(snapshot, preemptor, running, rules, nominations)``.
+
+For a gang the engine cannot place as required, each candidate domain (a node, an NVLink domain, a switch of
+each tier, last the whole cluster) gets the cheapest set of whole lower-priority gangs whose removal lets
+the engine place the gang there, checked by calling ``place`` on the domain's nodes with those gangs' GPUs
+freed:
+
+1. Bound: a domain whose free GPUs plus preemptible GPUs cannot hold the gang is skipped; the others are
+   searched cheapest lower bound first (the lowest priority that frees enough GPUs, and the work lost by a
+   fractional fill), and the search stops at a domain whose bound is dearer than the best plan found, or
+   after ``PreemptionRules.max_domains`` domains.
+2. Greedy: victims are added lowest priority first, then least work lost per GPU freed in the domain, then
+   largest, until the gang places; then a minimality pass drops, dearest first, every victim without which
+   it still places. No subset enumeration: the engine is called O(victims) times per domain.
+3. Cost, compared in order: the highest priority among the victims, the work they lose (GPU-seconds since
+   their checkpoint or start; a victim that can be re-placed at once elsewhere at no worse bus bandwidth
+   counts ``moved_work_share`` of it), the number of gangs broken, the fragmentation left in the domain.
+   Among the cheapest, the domain giving the preemptor the best bus bandwidth wins.
+
+The whole cluster is searched only when no smaller domain holds the gang, since one engine call there costs
+as much as every switch's together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import NamedTuple
+
+from gputopo.placement.engine import place
+from gputopo.placement.filters import node_rejection
+from gputopo.placement.preemption.bounds import NodeVictims, domain_bound
+from gputopo.placement.preemption.domains import CLUSTER, Domain, candidate_domains
+from gputopo.placement.preemption.eligibility import Eligible
+from gputopo.placement.preemption.gangs import (
+    Nomination,
+    PreemptionPolicy,
+    PreemptionRules,
+    Preemptor,
+    RunningGang,
+    gpus_by_node,
+)
+from gputopo.placement.preemption.index import RunningIndex
+from gputopo.placement.types import NodeInfo, Placement, Snapshot
+
+__all__ = ["NoPreemption", "PreemptionCost", "PreemptionPlan", "plan_preemption"]
+
+_NO_VICTIM = -(2**62)
+
+
+class PreemptionCost(NamedTuple):
+    """Compared field by field, lower is cheaper."""
+
+    highest_priority: int  # of the victims; far below any priority when there are none
+    work_lost_gpu_s: float  # rounded to a GPU-second so float noise does not decide
+    gangs_broken: int
+    fragmentation: float  # share of the domain's free GPUs left on partly used nodes
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionPlan:
+    """The victims to end, the domain cleared, the preemptor's placement there, and the victims that can be
+    re-placed at once (``moves``, at no worse bus bandwidth)."""
+
+    preemptor: str
+    victims: tuple[RunningGang, ...]
+    domain: Domain
+    placement: Placement
+    cost: PreemptionCost
+    moves: tuple[tuple[str, Placement], ...] = ()
+    domains_searched: int = 0
+
+    @property
+    def nomination(self) -> Nomination:
+        """The GPUs to hold for the preemptor while its victims terminate."""
+        return Nomination.of(self.preemptor, self.placement)
+
+    @property
+    def victim_gpus(self) -> int:
+        return sum(v.gpu_count for v in self.victims)
+
+
+@dataclass(frozen=True, slots=True)
+class NoPreemption:
+    """Why no preemption helps, in words a user can act on."""
+
+    reason: str
+    details: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return self.reason if not self.details else f"{self.reason} ({'; '.join(self.details)})"
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    victims: tuple[int, ...]
+    placement: Placement
+    cost: PreemptionCost
+    domain: Domain
+    moves: tuple[tuple[str, Placement], ...]
+
+
+class _Search:
+    """One decision's state over a pass's ``RunningIndex``: which gangs are victims, and the nodes that pass."""
+
+    def __init__(self, index: RunningIndex, preemptor: Preemptor, rules: PreemptionRules) -> None:
+        self.index = index
+        self.snapshot = snapshot = index.snapshot
+        self.preemptor = preemptor
+        self.request = request = preemptor.request
+        self.rules = rules
+        self.victims = index.running
+        self.eligible = Eligible(index.running, preemptor, rules)
+        self.ok = [False] * len(index.running)
+        self.work = [0.0] * len(index.running)
+        for k in self.eligible.indices:
+            self.ok[k] = True
+            self.work[k] = index.running[k].work_lost(rules.now)
+        plain = not (request.node_selector or request.affinity_terms or request.gpu_model or request.tolerations)
+        self.passes: dict[int, int] = {}  # node index -> its free GPUs, for nodes that may take a worker
+        free, on_node = index.free, index.on_node
+        for i, info in enumerate(snapshot.nodes):
+            if not free[i] and i not in on_node:
+                continue
+            if (plain and index.plain[i]) or node_rejection(info, request) is None:
+                self.passes[i] = free[i]
+        self.engine_calls = 0
+        key = (rules.now, rules.protection_s, preemptor.priority, preemptor.preempted_by)
+        self._node_victims = index.slot_memo(key)
+        self.levels = sorted({index.running[k].priority for k in self.eligible.indices})
+        # Victims move only to GPUs free now: with too few anywhere none can, and none counts less.
+        smallest = min((index.sizes[k] for k in self.eligible.indices), default=0)
+        self.bound_share = rules.moved_work_share if self.levels and index.free_total >= smallest else 1.0
+
+    def here(self, i: int) -> list[tuple[int, frozenset[int]]]:
+        """The victims on node ``i`` and the GPUs their end frees there."""
+        return [(k, gpus) for k, gpus in self.index.on_node.get(i, ()) if self.ok[k]]
+
+    def useful(self) -> list[int]:
+        return [i for i, free in self.passes.items() if free or any(self.ok[k] for k, _ in self.index.on_node[i])]
+
+    # -- bounds -----------------------------------------------------------------------------------------------
+
+    def freed_by(self, k: int) -> dict[str, frozenset[int]]:
+        return gpus_by_node(self.victims[k].placement)
+
+    def node_victims(self, i: int) -> NodeVictims:
+        found = self._node_victims.get(i)
+        if found is None:
+            sizes = self.index.sizes
+            victims = tuple(
+                (self.victims[k].priority, self.work[k] * len(gpus) / sizes[k], len(gpus)) for k, gpus in self.here(i)
+            )
+            found = self._node_victims[i] = NodeVictims(self.passes.get(i, 0), victims)
+        return found
+
+    def bound(self, domain: Domain) -> tuple[int, float] | None:
+        """A lower bound on the (highest priority, work lost) of any victim set clearing the domain; None when
+        even every possible victim does not free enough slots."""
+        request = self.request
+        nodes = [self.node_victims(i) for i in domain.nodes]
+        found = domain_bound(nodes, request.workers, request.gpus_per_worker, self.levels)
+        if found is None:
+            return None
+        return found[0], found[1] * self.bound_share
+
+    # -- one domain -------------------------------------------------------------------------------------------
+
+    def freed_view(self, domain: Domain, chosen: Iterable[int]) -> Snapshot:
+        """The domain's nodes with the chosen victims' GPUs free."""
+        picked = set(chosen)
+        changed: dict[int, NodeInfo] = {}
+        for k in picked:
+            for i in self.index.nodes_of[k]:
+                if i not in changed:
+                    node = self.snapshot.nodes[i]
+                    freed = [gpus for j, gpus in self.index.on_node[i] if j in picked]
+                    changed[i] = replace(node, used_gpus=node.used_gpus.difference(*freed))
+        return self.snapshot.part(domain.nodes, changed)
+
+    def places(self, domain: Domain, chosen: Iterable[int]) -> Placement | None:
+        self.engine_calls += 1
+        result = place(self.freed_view(domain, chosen), self.request)
+        return result if isinstance(result, Placement) else None
+
+    def clear(self, domain: Domain) -> tuple[tuple[int, ...], Placement] | None:
+        """Greedy then minimal: the victims in the domain whose removal lets the preemptor place there.
+
+        Greedy by node: each node's victims go together, nodes cheapest per slot gained first (lowest highest
+        priority, then least work per slot), until the domain has slots for every worker and the engine places
+        the gang; the minimality pass then keeps only the victims it needs.
+        """
+        g = self.request.gpus_per_worker
+        freed: dict[int, int] = {}
+        slots = sum(self.passes.get(i, 0) // g for i in domain.nodes)
+        ranked = []
+        for i in domain.nodes:
+            here = self.here(i)
+            if not here:
+                continue
+            gain = (self.passes.get(i, 0) + sum(len(gpus) for _, gpus in here)) // g - self.passes.get(i, 0) // g
+            if gain <= 0:
+                continue
+            highest = max(self.victims[k].priority for k, _ in here)
+            work = sum(self.work[k] for k, _ in here)
+            ranked.append((highest, work / gain, self.snapshot.nodes[i].name, i))
+        ranked.sort()
+        chosen: list[int] = []
+        picked: set[int] = set()
+        placement = self.places(domain, chosen) if slots >= self.request.workers else None
+        members = set(domain.nodes)
+        for _, _, _, i in ranked:
+            if placement is not None:
+                break
+            for k, _ in self.here(i):
+                if k in picked:
+                    continue
+                picked.add(k)
+                chosen.append(k)
+                for j in self.index.nodes_of[k]:
+                    if j in members:
+                        count = next(len(gpus) for v, gpus in self.index.on_node[j] if v == k)
+                        before = (self.passes.get(j, 0) + freed.get(j, 0)) // g
+                        freed[j] = freed.get(j, 0) + count
+                        slots += (self.passes.get(j, 0) + freed[j]) // g - before
+            if len(chosen) > 4 * self.rules.max_victims:
+                return None
+            if slots >= self.request.workers:
+                placement = self.places(domain, chosen)
+        if placement is None:
+            return None
+        # Victims whose GPUs the placement does not use are not needed: drop them without asking the engine.
+        # Not in multi-node NVLink domains, where nodes in use count against the domain's cap.
+        if not any(self.snapshot.nvlink_domains[i] for i in domain.nodes):
+            used = gpus_by_node(placement)
+            chosen = [k for k in chosen if any(used.get(n, frozenset()) & g for n, g in self.freed_by(k).items())]
+        # Minimality: drop, dearest first, every victim the preemptor does not need.
+        for k in sorted(chosen, key=lambda k: (-self.victims[k].priority, -self.work[k], self.victims[k].name)):
+            rest = [j for j in chosen if j != k]
+            again = self.places(domain, rest)
+            if again is not None:
+                chosen, placement = rest, again
+        if len(chosen) > self.rules.max_victims:
+            return None
+        return tuple(chosen), placement
+
+    def cost(self, domain: Domain, chosen: tuple[int, ...], placement: Placement, moved: set[int]) -> PreemptionCost:
+        work = sum(self.work[k] * (self.rules.moved_work_share if k in moved else 1.0) for k in chosen)
+        after = self.freed_view(domain, chosen).reserve(placement)
+        free = stranded = 0
+        for node in after:
+            n = node.topology.gpu_count - len(node.used_gpus)
+            free += n
+            stranded += n if node.used_gpus else 0
+        highest = max((self.victims[k].priority for k in chosen), default=_NO_VICTIM)
+        return PreemptionCost(highest, round(work), len(chosen), round(stranded / free, 3) if free else 0.0)
+
+    def moves(self, chosen: tuple[int, ...], placement: Placement) -> tuple[tuple[str, Placement], ...]:
+        """Victims that can be re-placed at once outside their old GPUs at no worse bus bandwidth, in turn, the
+        one that would lose most work first.
+
+        Only nodes with free GPUs after the preemption can take them, so the engine sees just those.
+        """
+        # The victim that would lose most first: its move saves the most.
+        victims = [self.victims[k] for k in sorted(chosen, key=lambda k: (-self.work[k], self.victims[k].name))]
+        taken: dict[str, set[int]] = {}
+        for node, gpus in gpus_by_node(placement).items():
+            taken.setdefault(node, set()).update(gpus)
+        old: dict[str, set[int]] = {}
+        for gang in victims:
+            for node, gpus in gpus_by_node(gang.placement).items():
+                old.setdefault(node, set()).update(gpus)
+        names = set(taken) | set(old)
+        hosts = [i for i, free in self.passes.items() if free > 0 or self.snapshot.nodes[i].name in names]
+        out: list[tuple[str, Placement]] = []
+        for gang in victims:
+            changed: dict[int, NodeInfo] = {}
+            for i in hosts:
+                host = self.snapshot.nodes[i]
+                used = host.used_gpus | taken.get(host.name, set()) | old.get(host.name, set())
+                if len(used) < host.topology.gpu_count:
+                    changed[i] = replace(host, used_gpus=frozenset(used))
+            if not changed:
+                break
+            self.engine_calls += 1
+            result = place(self.snapshot.part(list(changed), changed), gang.request())
+            if isinstance(result, Placement) and result.busbw_gbps >= gang.placement.busbw_gbps - 1e-6:
+                out.append((gang.name, result))
+                for node, gpus in gpus_by_node(result).items():
+                    taken.setdefault(node, set()).update(gpus)
+        return tuple(out)
+
+
+def _better(found: _Found, best: _Found | None) -> bool:
+    if best is None:
+        return True
+    return (found.cost, -round(found.placement.busbw_gbps, 6), found.domain.rank) < (
+        best.cost,
+        -round(best.placement.busbw_gbps, 6),
+        best.domain.rank,
+    )
+
+
+def plan_preemption(
+    snapshot: Snapshot | RunningIndex,
+    preemptor: Preemptor,
+    running: Iterable[RunningGang] = (),
+    rules: PreemptionRules = PreemptionRules(),
+    nominations: Iterable[Nomination] = (),
+) -> PreemptionPlan | NoPreemption:
+    """The cheapest whole lower-priority gangs to preempt so the preemptor places, and where; or why none helps.
+
+    Call it after ``place`` refused the preemptor. ``snapshot`` counts every running gang's GPUs as used;
+    the GPUs of ``nominations`` are held (never freed again for another preemptor). A pass with several
+    preemptors builds one ``RunningIndex(snapshot, running, nominations)`` and passes it instead.
+    """
+    index = snapshot if isinstance(snapshot, RunningIndex) else RunningIndex(snapshot, running, nominations)
+    if preemptor.policy is PreemptionPolicy.NEVER:
+        return NoPreemption("its preemptionPolicy is Never: it waits for free GPUs")
+    if preemptor.name in index.nominated:
+        return NoPreemption("GPUs are already nominated to it: it waits for its victims to end")
+    search = _Search(index, preemptor, rules)
+    eligible = search.eligible
+    domains = candidate_domains(index.snapshot, preemptor.request, search.useful())
+    bounded: list[tuple[tuple[int, float], Domain]] = []
+    last: Domain | None = None
+    for domain in domains:
+        if domain.level == CLUSTER:
+            last = domain  # bounded only when searched: no smaller domain holds the gang
+            continue
+        bound = search.bound(domain)
+        if bound is not None:
+            bounded.append((bound, domain))
+    if last is not None and (len(bounded) < rules.max_domains or not bounded):
+        bound = search.bound(last)
+        if bound is not None:
+            bounded.append((bound, last))
+    if not bounded:
+        why = "no domain holds it even with every lower-priority gang preempted"
+        if not eligible.indices:
+            why = "no running gang may be preempted for it"
+        return NoPreemption(why, eligible.describe())
+    # The whole cluster last: its bound is the lowest of all, but one engine call there costs as much as
+    # every switch's together.
+    bounded.sort(key=lambda b: (b[1].level == CLUSTER, b[0], b[1].rank, b[1].name))
+    found: list[_Found] = []
+    searched = 0
+    for bound, domain in bounded:
+        if searched >= rules.max_domains or (found and domain.level == CLUSTER):
+            break
+        if found and bound > min((f.cost.highest_priority, f.cost.work_lost_gpu_s) for f in found):
+            break
+        searched += 1
+        cleared = search.clear(domain)
+        if cleared is None:
+            continue
+        chosen, placement = cleared
+        found.append(_Found(chosen, placement, search.cost(domain, chosen, placement, set()), domain, ()))
+    if not found:
+        return NoPreemption(
+            f"no domain holds it within {rules.max_victims} victims of lower priority "
+            f"({searched} of {len(bounded)} candidate domains searched)",
+            eligible.describe(),
+        )
+    # Consolidation: victims that move at once cost less; worked out for the plans that could still win.
+    found.sort(key=lambda f: (f.cost, -f.placement.busbw_gbps))
+    best: _Found | None = None
+    for item in found:
+        optimistic = item.cost._replace(work_lost_gpu_s=round(item.cost.work_lost_gpu_s * rules.moved_work_share))
+        if best is not None and optimistic > best.cost:
+            break
+        moves = search.moves(item.victims, item.placement) if item.victims else ()
+        moved = {k for k in item.victims if search.victims[k].name in {name for name, _ in moves}}
+        refined = replace(item, cost=search.cost(item.domain, item.victims, item.placement, moved), moves=moves)
+        if _better(refined, best):
+            best = refined
+    assert best is not None
+    victims = tuple(sorted((search.victims[k] for k in best.victims), key=lambda v: v.name))
+    return PreemptionPlan(preemptor.name, victims, best.domain, best.placement, best.cost, best.moves, searched)

@@ -1,0 +1,232 @@
+"""Replay a trace with priority classes against a cluster under one preemption policy.
+
+Jobs wait in priority order (then by when they were queued); on every arrival, departure and start the queue
+is tried again (jobs behind a blocked one may start: backfill). A job the engine cannot place may preempt
+(``gputopo``: victims chosen by topology; ``priority-only``: lowest priority, then most recent, as Kueue does;
+``none``: never): its victims end after their grace period, and the GPUs planned for it are held for it
+meanwhile (its nomination), so nothing else takes them; it starts when they are free. A victim goes back to
+the queue, in its priority's place, and resumes from its last checkpoint; what it ran since is lost. No clock
+is read: time is the trace's.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from gputopo.placement.engine import place
+from gputopo.placement.preemption.gangs import Nomination, PreemptionRules, Preemptor, RunningGang
+from gputopo.placement.preemption.victims import NoPreemption, PreemptionPlan, plan_preemption
+from gputopo.placement.types import Placement, Request, Snapshot
+from gputopo.sim.preemption.priority_only import preempt_by_priority
+from gputopo.sim.preemption.trace import PriorityJob
+
+__all__ = ["PREEMPTION_POLICIES", "Preempt", "PreemptionReport", "PriorityOutcome", "replay"]
+
+
+class Preempt:
+    """A preemption policy: ``(snapshot, preemptor, running, rules, nominations) -> plan | why not``."""
+
+    def __init__(self, name: str, choose: Callable[..., PreemptionPlan | NoPreemption] | None) -> None:
+        self.name = name
+        self.choose = choose
+
+    def __call__(
+        self,
+        snapshot: Snapshot,
+        preemptor: Preemptor,
+        running: Sequence[RunningGang],
+        rules: PreemptionRules,
+        nominations: Iterable[Nomination] = (),
+    ) -> PreemptionPlan | NoPreemption:
+        if self.choose is None:
+            return NoPreemption("this policy never preempts")
+        return self.choose(snapshot, preemptor, running, rules, nominations)
+
+
+PREEMPTION_POLICIES: dict[str, Preempt] = {
+    "gputopo": Preempt("gputopo", plan_preemption),
+    "priority-only": Preempt("priority-only", preempt_by_priority),
+    "none": Preempt("none", None),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityOutcome:
+    job: str
+    priority_class: str
+    gpus: int
+    wait: float  # from arrival to its first start
+    busbw_gbps: float  # at its first start
+    preempted: int = 0  # times it was preempted
+
+
+@dataclass(slots=True)
+class PreemptionReport:
+    policy: str
+    outcomes: list[PriorityOutcome] = field(default_factory=list)
+    never_placed: dict[str, int] = field(default_factory=dict)
+    preemptions: int = 0
+    victim_gpu_seconds_lost: float = 0.0
+    movable: int = 0  # victims the plan found room for at once elsewhere
+
+    def summary(self, high: str) -> dict[str, float | int | None]:
+        """The figures of the class ``high``, and the cost to everyone else."""
+        mine = [o for o in self.outcomes if o.priority_class == high]
+        waits = sorted(o.wait for o in mine)
+        comm = [o.busbw_gbps for o in mine if o.gpus > 1]
+        return {
+            "high_jobs_placed": len(mine),
+            "high_jobs_never_placed": self.never_placed.get(high, 0),
+            "high_wait_p50_s": _quantile(waits, 0.5),
+            "high_wait_p99_s": _quantile(waits, 0.99),
+            "high_mean_busbw_GBps": statistics.fmean(comm) if comm else None,
+            "preemptions": self.preemptions,
+            "victims_movable": self.movable,
+            "victim_gpu_hours_lost": self.victim_gpu_seconds_lost / 3600,
+            "jobs_never_placed": sum(self.never_placed.values()),
+            "mean_wait_s_all": statistics.fmean(o.wait for o in self.outcomes) if self.outcomes else 0.0,
+        }
+
+
+def _quantile(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    return values[min(len(values) - 1, math.ceil(q * len(values)) - 1)]
+
+
+@dataclass(slots=True)
+class _Run:
+    placement: Placement
+    start: float
+    progress0: float  # seconds of the job done before this run
+    generation: int
+
+
+_END, _START, _ARRIVE = 0, 1, 2
+
+
+def _request(job: PriorityJob) -> Request:
+    j = job.job
+    return Request(j.workers, j.gpus_per_worker, name=j.name, same_model=False, slice_size=j.slice_size)
+
+
+def replay(
+    snapshot: Snapshot,
+    trace: Sequence[PriorityJob],
+    policy: Preempt,
+    *,
+    protection_s: float = 600.0,
+    max_victims_per_pass: int = 16,
+    preemptors_per_pass: int = 2,
+    on_event: Callable[[int, int], None] | None = None,
+) -> PreemptionReport:
+    """Replay ``trace`` under ``policy``; see the module's docstring."""
+    report = PreemptionReport(policy.name)
+    by_name = {job.name: i for i, job in enumerate(trace)}
+    events: list[tuple[float, int, int, int]] = []  # (time, kind, job, generation)
+    for i, job in enumerate(trace):
+        heapq.heappush(events, (job.job.arrival, _ARRIVE, i, 0))
+    queue: dict[int, float] = {}  # job -> when queued
+    runs: dict[int, _Run] = {}
+    starting: dict[int, tuple[Placement, float]] = {}  # nominated: GPUs held, starts after the victims' grace
+    progress = [0.0] * len(trace)
+    generation = [0] * len(trace)
+    first: dict[int, PriorityOutcome] = {}
+    preempted_at: dict[int, float] = {}
+    preempted_by: dict[int, set[str]] = {}
+    times_preempted = [0] * len(trace)
+    done, total = 0, len(events)
+
+    def gang(i: int, now: float) -> RunningGang:
+        job, run = trace[i], runs[i]
+        interval = job.checkpoint_interval_s
+        checkpoint = run.start + math.floor((now - run.start) / interval) * interval if interval else None
+        return RunningGang(job.name, job.priority, run.placement, run.start, checkpoint, job.preemptible,
+                           job.min_runtime_s, preempted_at.get(i), frozenset(preempted_by.get(i, ())))  # fmt: skip
+
+    def start(i: int, placement: Placement, now: float) -> None:
+        generation[i] += 1
+        runs[i] = _Run(placement, now, progress[i], generation[i])
+        heapq.heappush(events, (now + trace[i].job.duration - progress[i], _END, i, generation[i]))
+        if i not in first:
+            job = trace[i]
+            first[i] = PriorityOutcome(job.name, job.priority_class, job.job.gpus, now - job.job.arrival,
+                                       placement.busbw_gbps)  # fmt: skip
+
+    while events:
+        now, kind, i, gen = heapq.heappop(events)
+        if kind == _END:
+            if i not in runs or runs[i].generation != gen:
+                continue  # a run that was preempted
+            snapshot = snapshot.release(runs.pop(i).placement)
+        elif kind == _START:
+            placement, _ = starting.pop(i)
+            start(i, placement, now)
+        else:
+            queue[i] = now
+        budget, preemptors = max_victims_per_pass, preemptors_per_pass
+        running: list[RunningGang] | None = None
+        for j in sorted(queue, key=lambda j: (-trace[j].priority, queue[j], j)):
+            request = _request(trace[j])
+            result = place(snapshot, request)
+            if isinstance(result, Placement):
+                del queue[j]
+                snapshot = snapshot.reserve(result)
+                start(j, result, now)
+                running = None
+                continue
+            if policy.choose is None or budget <= 0 or preemptors <= 0:
+                continue
+            if running is None:
+                running = [gang(k, now) for k in runs]
+            job = trace[j]
+            wanted = Preemptor(request, job.priority, job.policy, frozenset(preempted_by.get(j, ())))
+            rules = PreemptionRules(now=now, protection_s=protection_s, max_victims=budget)
+            plan = policy(snapshot, wanted, running, rules)
+            if not isinstance(plan, PreemptionPlan):
+                continue
+            if not plan.victims:  # a domain where it fits as it is, which the engine's own choice missed
+                del queue[j]
+                snapshot = snapshot.reserve(plan.placement)
+                start(j, plan.placement, now)
+                running = None
+                continue
+            preemptors -= 1
+            grace = 0.0
+            for victim in plan.victims:
+                k = by_name[victim.name]
+                report.victim_gpu_seconds_lost += victim.work_lost(now)
+                report.preemptions += 1
+                times_preempted[k] += 1
+                budget -= 1
+                checkpoint = victim.checkpoint_time if victim.checkpoint_time is not None else victim.start_time
+                progress[k] = runs[k].progress0 + (checkpoint - victim.start_time)
+                snapshot = snapshot.release(runs.pop(k).placement)
+                preempted_at[k] = now
+                preempted_by.setdefault(k, set()).add(job.name)
+                queue[k] = now
+                grace = max(grace, trace[k].grace_period_s)
+            del queue[j]
+            snapshot = snapshot.reserve(plan.placement)
+            starting[j] = (plan.placement, now + grace)
+            heapq.heappush(events, (now + grace, _START, j, 0))
+            # A victim that could move at once still goes back to the queue: starting it there and then would
+            # put it ahead of higher-priority jobs waiting for the same GPUs.
+            report.movable += len(plan.moves)
+            running = None
+        done += 1
+        if on_event is not None:
+            on_event(done, total)
+    report.outcomes = [
+        PriorityOutcome(o.job, o.priority_class, o.gpus, o.wait, o.busbw_gbps, times_preempted[i])
+        for i, o in sorted(first.items())
+    ]
+    for j in queue:
+        if j not in first:
+            cls = trace[j].priority_class
+            report.never_placed[cls] = report.never_placed.get(cls, 0) + 1
+    return report

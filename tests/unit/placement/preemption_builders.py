@@ -1,0 +1,77 @@
+"""Running gangs on a test snapshot: ``gang("a", 1).on("n0", 0, 1).started(10)``, then ``running(...)``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gputopo.placement import Request, Snapshot
+from gputopo.placement.preemption import PreemptionPolicy, Preemptor, RunningGang, held_placement
+
+
+class GangBuilder:
+    def __init__(self, name: str, priority: int) -> None:
+        self.name = name
+        self.priority = priority
+        self.workers: list[tuple[str, tuple[int, ...]]] = []
+        self.fields: dict[str, object] = {}
+
+    def on(self, node: str, *gpus: int) -> GangBuilder:
+        """One worker on ``node`` holding ``gpus``."""
+        self.workers.append((node, gpus))
+        return self
+
+    def on_each(self, nodes: list[str], *gpus: int) -> GangBuilder:
+        for node in nodes:
+            self.on(node, *gpus)
+        return self
+
+    def started(self, at: float) -> GangBuilder:
+        self.fields["start_time"] = at
+        return self
+
+    def checkpointed(self, at: float) -> GangBuilder:
+        self.fields["checkpoint_time"] = at
+        return self
+
+    def min_runtime(self, seconds: float) -> GangBuilder:
+        self.fields["min_runtime_s"] = seconds
+        return self
+
+    def non_preemptible(self) -> GangBuilder:
+        self.fields["preemptible"] = False
+        return self
+
+    def preempted(self, at: float, by: str = "") -> GangBuilder:
+        self.fields["preempted_at"] = at
+        if by:
+            self.fields["preempted_by"] = frozenset({by})
+        return self
+
+
+def gang(name: str, priority: int = 0) -> GangBuilder:
+    return GangBuilder(name, priority)
+
+
+def running(snapshot: Snapshot, *gangs: GangBuilder) -> tuple[Snapshot, list[RunningGang]]:
+    """The snapshot with the gangs' GPUs taken, and the gangs."""
+    out = []
+    for builder in gangs:
+        placement = held_placement(snapshot, builder.workers)
+        snapshot = snapshot.reserve(placement)
+        out.append(replace(RunningGang(builder.name, builder.priority, placement), **builder.fields))  # type: ignore[arg-type]
+    return snapshot, out
+
+
+def preemptor(
+    workers: int,
+    gpus: int,
+    priority: int = 10,
+    *,
+    name: str = "p",
+    required_tier: int | None = None,
+    never: bool = False,
+    preempted_by: frozenset[str] = frozenset(),
+) -> Preemptor:
+    request = Request(workers, gpus, name=name, required_tier=required_tier, same_model=False)
+    policy = PreemptionPolicy.NEVER if never else PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+    return Preemptor(request, priority, policy, preempted_by)

@@ -1,0 +1,59 @@
+"""Properties of the chosen victims on random small clusters: every victim has lower priority, and the set is
+minimal: with any one victim left running the preemptor no longer places in the chosen domain."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from placement_builders import node, snapshot
+from preemption_builders import gang, preemptor, running
+
+from gputopo.placement import Placement, Snapshot, place
+from gputopo.placement.preemption import PreemptionPlan, PreemptionRules, RunningGang, plan_preemption
+
+TIER0 = "fabric.topograph.run/tier-0"
+
+
+@st.composite
+def scenes(draw: st.DrawFn) -> tuple[Snapshot, list[RunningGang]]:
+    count = draw(st.integers(1, 4))
+    builders = [node(f"n{i}").leaf(f"leaf-{i % 2}") for i in range(count)]
+    gangs = []
+    for i in range(count):
+        gpus = list(range(8))
+        k = 0
+        while gpus:
+            size = min(len(gpus), draw(st.sampled_from([1, 2, 4, 8])))
+            taken, gpus = gpus[:size], gpus[size:]
+            if draw(st.booleans()) or not gpus:
+                b = gang(f"g{i}-{k}", draw(st.integers(0, 3))).on(f"n{i}", *taken).started(draw(st.integers(0, 9000)))
+                gangs.append(b)
+            k += 1
+    return running(snapshot(*builders), *gangs)
+
+
+@settings(max_examples=60, deadline=None)
+@given(scenes(), st.sampled_from([(1, 4), (1, 8), (2, 8), (2, 4)]), st.integers(1, 4))
+def test_victims_lower_priority_and_minimal(
+    scene: tuple[Snapshot, list[RunningGang]], shape: tuple[int, int], priority: int
+) -> None:
+    snap, gangs = scene
+    wanted = preemptor(*shape, priority)
+    plan = plan_preemption(snap, wanted, gangs, PreemptionRules(now=10_000.0))
+    if not isinstance(plan, PreemptionPlan):
+        return
+    assert all(v.priority < priority for v in plan.victims)
+    domain = {snap.nodes[i].name for i in plan.domain.nodes}
+    assert {w.node for w in plan.placement.workers} <= domain
+
+    def places_without(dropped: str) -> bool:
+        view = snap
+        for v in plan.victims:
+            if v.name != dropped:
+                view = view.release(v.placement)
+        inside = Snapshot([n for n in view if n.name in domain], snap.tiers)
+        return isinstance(place(inside, wanted.request), Placement)
+
+    assert places_without("")
+    for victim in plan.victims:
+        assert not places_without(victim.name), f"{victim.name} need not be preempted"
