@@ -12,9 +12,9 @@ they fall into one node class.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from gputopo.api.clusterfile import ClusterFile, ClusterNode, TraceFile
 from gputopo.api.nodetopology import GpuHealthState, LinkState
@@ -27,7 +27,16 @@ from gputopo.topology.catalog import NODE_TYPES, load_node_type
 from gputopo.topology.loader import load_topology
 from gputopo.topology.model import Topology, TopologyError
 
-__all__ = ["ClusterFileError", "snapshot_from_data", "snapshot_to_data", "trace_from_data", "trace_to_data"]
+__all__ = [
+    "ClusterFileError",
+    "parse_file",
+    "snapshot_from_data",
+    "snapshot_to_data",
+    "trace_from_data",
+    "trace_to_data",
+]
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class ClusterFileError(GputopoError, ValueError):
@@ -89,14 +98,19 @@ def _node(raw: ClusterNode, where: str, base: Path | None, loaded: _Loaded) -> N
     )
 
 
-def snapshot_from_data(data: Any, *, base: Path | None = None) -> Snapshot:
-    """The snapshot a cluster file describes; relative topology paths are read from ``base``."""
+def parse_file(model: type[M], data: Any, holds: str) -> M:
+    """A cluster or trace file's data as its model; an empty file or a wrong field in one line."""
     if data is None:
-        raise ClusterFileError("the file is empty; a cluster file has nodes: [...]")
+        raise ClusterFileError(f"the file is empty; {holds}")
     try:
-        parsed = ClusterFile.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as error:
         raise ClusterFileError(one_line(error)) from None
+
+
+def snapshot_from_data(data: Any, *, base: Path | None = None) -> Snapshot:
+    """The snapshot a cluster file describes; relative topology paths are read from ``base``."""
+    parsed = parse_file(ClusterFile, data, "a cluster file has nodes: [...]")
     tiers = DEFAULT_TIERS
     if parsed.tiers is not None:
         if not parsed.tiers:
@@ -129,12 +143,7 @@ def snapshot_to_data(snapshot: Snapshot) -> dict[str, Any]:
 
 def trace_from_data(data: Any) -> list[TraceJob]:
     """The jobs of a trace file, in file order."""
-    if data is None:
-        raise ClusterFileError("the file is empty; a trace file has jobs: [...]")
-    try:
-        parsed = TraceFile.model_validate(data)
-    except ValidationError as error:
-        raise ClusterFileError(one_line(error)) from None
+    parsed = parse_file(TraceFile, data, "a trace file has jobs: [...]")
     return [TraceJob(j.name, j.arrival, j.duration, j.workers, j.gpus_per_worker, j.slice_size) for j in parsed.jobs]
 
 

@@ -7,11 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
 from gputopo.api.clusterfile import PreemptionPolicy, TraceFile
-from gputopo.api.problems import one_line
-from gputopo.sim.cluster_file import ClusterFileError
+from gputopo.sim.cluster_file import ClusterFileError, parse_file
 from gputopo.sim.generate import TraceJob, generate_trace
 from gputopo.sim.preemption.cluster_file import PriorityClass, priority_classes
 
@@ -44,12 +41,7 @@ class PriorityJob:
 
 def priority_trace_from_data(data: Any) -> tuple[list[PriorityJob], dict[str, PriorityClass]]:
     """A trace file's jobs with their priority classes resolved, and the classes."""
-    if data is None:
-        raise ClusterFileError("the file is empty; a trace file has jobs: [...]")
-    try:
-        parsed = TraceFile.model_validate(data)
-    except ValidationError as error:
-        raise ClusterFileError(one_line(error)) from None
+    parsed = parse_file(TraceFile, data, "a trace file has jobs: [...]")
     classes = priority_classes(parsed.priority_classes)
     out = []
     for i, j in enumerate(parsed.jobs):
