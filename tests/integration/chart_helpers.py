@@ -1,5 +1,5 @@
 """The Helm chart's names as the tests install it, and helm itself: the built binary, ``helm template`` parsed,
-one object of a kind picked out. Shared by the chart's tests (``test_chart_render.py``, ``test_chart.py``)."""
+one object of a kind picked out. Shared by the chart's tests."""
 
 from __future__ import annotations
 
