@@ -30,11 +30,11 @@ from typing import Any
 
 from kubernetes import client, config
 
-from bench_operator import report_head, write_report
 from gputopo.api.group import GROUP, VERSION
 from gputopo.sandbox import Sandbox
 from gputopo.topology.catalog import load_node_type
 from gputopo.topology.convert import to_status
+from reporting import report_head, write_report
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 NS = "bench-writes"

@@ -16,9 +16,9 @@ import sys
 import time
 from typing import Any
 
-from bench_operator import report_head, write_report
 from gputopo.api.labels import LABEL_GPU_COUNT
 from gputopo.sandbox import Sandbox
+from reporting import report_head, write_report
 
 
 def count(box: Sandbox) -> tuple[int, int]:

@@ -6,29 +6,17 @@ These tests need the helm binary only, not the sandbox.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from chart_helpers import CHART, helm_binary
 
-from gputopo.sandbox.binaries import KUBE_VERSION, cache_root
-
-ROOT = Path(__file__).parents[2]
-CHART = ROOT / "charts" / "gputopo"
-CRDS = ROOT / "crds"
+CRDS = Path(__file__).parents[2] / "crds"
 CHART_CRDS = CHART / "files" / "crds"
 KEEP = "helm.sh/resource-policy"
-
-
-def helm_binary() -> Path:
-    bin_dir = Path(os.environ.get("GPUTOPO_K8S_BIN", str(cache_root() / f"k8s-{KUBE_VERSION}" / "bin")))
-    helm = bin_dir / "helm"
-    if not helm.is_file():
-        pytest.fail(f"helm is not built yet (no {helm}); build it with `bash hack/build-k8s.sh`")
-    return helm
 
 
 def render_crds(*args: str) -> dict[str, dict[str, Any]]:

@@ -12,7 +12,7 @@ import pytest
 from control_builders import at, cluster, job
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_reconcile import CONFIG, actions_of, run
+from pass_builders import CONFIG, actions_of, run
 
 from gputopo.control import reconcile
 from gputopo.control.facts import JobFacts

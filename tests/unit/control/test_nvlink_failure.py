@@ -4,7 +4,7 @@ across its domain moves every gang of the domain; Tolerate keeps a gang at the d
 from __future__ import annotations
 
 from control_builders import ClusterBuilder, at, cluster, job
-from test_reconcile import actions_of, gang, placed, run, running
+from pass_builders import actions_of, gang, placed, run, running
 
 from gputopo.api.nodetopology import FabricHealth
 from gputopo.api.trainingjob import JobPhase

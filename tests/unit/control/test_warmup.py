@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from control_builders import at, cluster, job
-from test_reconcile import CONFIG
+from pass_builders import CONFIG
 
 from gputopo.control.facts import JobFacts, JobKey
 from gputopo.control.queue import Limits

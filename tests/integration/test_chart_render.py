@@ -1,0 +1,177 @@
+"""The Helm chart rendered with helm alone: it lints, its defaults, its settings and RBAC for each GPU
+allocation mode, and bad values refused with a clear message.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from chart_helpers import CHART, OPERATOR, PROBE, RELEASE, SANDBOX_VALUES, find, helm, render
+
+from gputopo.controller.settings import OperatorSettings
+
+
+def test_chart_lints_strictly() -> None:
+    out = helm("lint", str(CHART), "--strict")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 chart(s) failed" in out.stdout
+
+
+def test_defaults_follow_the_issue() -> None:
+    docs = render()
+    deploy = find(docs, "Deployment")
+    pod = deploy["spec"]["template"]
+    assert deploy["spec"]["replicas"] == 2
+    assert pod["metadata"]["annotations"]["checksum/config"]
+    container = pod["spec"]["containers"][0]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["resources"]["requests"]
+
+    ds = find(docs, "DaemonSet")
+    spec = ds["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert spec["runtimeClassName"] == "nvidia"
+    assert spec["priorityClassName"] == "system-node-critical"
+    assert ds["spec"]["updateStrategy"]["type"] == "RollingUpdate"
+    env = {e["name"]: e for e in spec["containers"][0]["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert env["NVIDIA_VISIBLE_DEVICES"]["value"] == "all"
+    mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
+    assert mounts["sysfs"]["readOnly"] is True
+    assert "--sysfs-root=/host/sys" in spec["containers"][0]["args"]
+
+    kinds = {d["kind"] for d in docs}
+    assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ClusterKopfPeering"} <= kinds
+    assert not kinds & {"ServiceMonitor", "Secret"}
+
+
+def test_fake_mode_drops_the_nvidia_runtime() -> None:
+    spec = find(render(*SANDBOX_VALUES), "DaemonSet")["spec"]["template"]["spec"]
+    assert "runtimeClassName" not in spec
+    assert "--fake=hgx-h100" in spec["containers"][0]["args"]
+    assert "NVIDIA_VISIBLE_DEVICES" not in {e["name"] for e in spec["containers"][0]["env"]}
+
+
+def test_nic_roles_and_the_host_route_table() -> None:
+    spec = find(render(), "DaemonSet")["spec"]["template"]["spec"]
+    assert "--proc-root=/host/proc" in spec["containers"][0]["args"]
+    mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
+    assert mounts["host-net"] == {"name": "host-net", "mountPath": "/host/proc/1/net", "readOnly": True}
+    assert {v["name"]: v.get("hostPath", {}).get("path") for v in spec["volumes"]}["host-net"] == "/proc/1/net"
+    assert not any(a.startswith("--compute-nics") for a in spec["containers"][0]["args"])
+
+    named = render("--set", "probe.nicRoles.compute=mlx5_[0-3]", "--set", "probe.hostNetPath=")
+    spec = find(named, "DaemonSet")["spec"]["template"]["spec"]
+    args = spec["containers"][0]["args"]
+    assert "--compute-nics=mlx5_[0-3]" in args and "--proc-root=" in args
+    assert "host-net" not in {v["name"] for v in spec["volumes"]}
+
+
+def test_every_operator_setting_the_chart_writes_is_one_the_operator_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A misspelt key would be ignored by the operator (its settings ignore unknown variables), silently."""
+    data = find(render("--set", "operator.config.placementsPerPass=16"), "ConfigMap", OPERATOR)["data"]
+    known = {f"GPUTOPO_{name.upper()}" for name in OperatorSettings.model_fields}
+    assert set(data) <= known, set(data) - known
+    for key, value in data.items():
+        monkeypatch.setenv(key, value)
+    settings = OperatorSettings()
+    assert settings.placements_per_pass == 16 and settings.api_concurrency == 32
+
+
+def _operator_rules(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in find(docs, "ClusterRole", OPERATOR)["rules"] if "resource.k8s.io" in r["apiGroups"]]
+
+
+def test_gpu_allocation_defaults_to_the_device_plugin_and_asks_for_no_dra_rights() -> None:
+    docs = render()
+    assert find(docs, "ConfigMap", OPERATOR)["data"]["GPUTOPO_GPU_ALLOCATION"] == "devicePlugin"
+    assert _operator_rules(docs) == []
+
+
+def test_dra_allocation_grants_claims_and_slices_but_not_allocation() -> None:
+    docs = render("--set", "operator.config.gpuAllocation=dra")
+    assert find(docs, "ConfigMap", OPERATOR)["data"]["GPUTOPO_GPU_ALLOCATION"] == "dra"
+    rules = {tuple(r["resources"]): set(r["verbs"]) for r in _operator_rules(docs)}
+    assert rules == {
+        ("resourceclaims",): {"get", "list", "watch", "create", "delete"},
+        ("resourceslices",): {"get", "list", "watch"},
+    }
+
+
+@pytest.mark.parametrize("allocation", ["plan", "device-plugin", "kubelet"])
+def test_only_the_fake_dra_driver_gets_slice_and_claim_rights_and_a_device_class(allocation: str) -> None:
+    docs = render(*SANDBOX_VALUES, "--set", f"probe.fakeAllocation={allocation}")
+    assert not [r for r in find(docs, "ClusterRole", PROBE)["rules"] if "resource.k8s.io" in r["apiGroups"]]
+    assert not [d for d in docs if d["kind"] == "DeviceClass"]
+
+
+def test_the_fake_dra_driver_mounts_the_kubelet_plugin_dirs_and_cdi_and_installs_nvidias_device_class() -> None:
+    docs = render(*SANDBOX_VALUES, "--set", "probe.fakeAllocation=dra")
+    rules = {tuple(r["resources"]): set(r["verbs"]) for r in find(docs, "ClusterRole", PROBE)["rules"]
+             if "resource.k8s.io" in r["apiGroups"]}  # fmt: skip
+    assert rules == {("resourceslices",): {"get", "create", "patch"}, ("resourceclaims",): {"get"}}
+    spec = find(docs, "DaemonSet")["spec"]["template"]["spec"]
+    mounts = {m["name"]: m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
+    hosts = {v["name"]: v.get("hostPath", {}).get("path") for v in spec["volumes"]}
+    for name, path in (("kubelet-plugins", "/var/lib/kubelet/plugins"),
+                       ("kubelet-registry", "/var/lib/kubelet/plugins_registry"), ("cdi", "/var/run/cdi")):  # fmt: skip
+        assert mounts[name] == hosts[name] == path, "the kubelet dials the plugin at the path it registers"
+    assert "--fake-allocation=dra" in spec["containers"][0]["args"]
+    assert "device-plugins" not in mounts
+    expression = find(docs, "DeviceClass", "gpu.nvidia.com")["spec"]["selectors"][0]["cel"]["expression"]
+    assert expression == "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+
+
+def test_a_settings_change_rolls_the_operator() -> None:
+    def checksum(*args: str) -> str:
+        deploy = find(render(*args), "Deployment")
+        return str(deploy["spec"]["template"]["metadata"]["annotations"]["checksum/config"])
+
+    assert checksum() == checksum()
+    assert checksum() != checksum("--set", "operator.config.quarantineSeconds=90")
+
+
+def test_optional_monitoring_renders_when_asked() -> None:
+    docs = render(
+        "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.grafanaDashboard.enabled=true",
+        "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
+    )  # fmt: skip
+    monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    assert {m["metadata"]["name"] for m in monitors} == {OPERATOR, PROBE}
+    dashboard = find(docs, "ConfigMap", f"{RELEASE}-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    panels = json.loads(dashboard["data"]["gputopo.json"])["panels"]
+    assert panels
+
+
+REFUSED = [
+    ("unknown-key", ["--set", "operator.replica=3"], "additional properties 'replica' not allowed"),
+    ("negative-replicas", ["--set", "operator.replicas=-1"], "/operator/replicas"),
+    ("interval-not-a-number", ["--set", "probe.intervalSeconds=fast"], "/probe/intervalSeconds"),
+    ("bad-digest", ["--set", "operator.image.digest=latest"], "/operator/image/digest"),
+    ("log-format", ["--set", "operator.config.logFormat=xml"], "/operator/config/logFormat"),
+    ("gpu-allocation", ["--set", "operator.config.gpuAllocation=mig"], "/operator/config/gpuAllocation"),
+    ("bad-update-strategy", ["--set", "probe.updateStrategy.type=Recreate"], "/probe/updateStrategy/type"),
+    ("unknown-nic-role", ["--set", "probe.nicRoles.management=eth0"], "additional properties 'management' not allowed"),
+    ("replicas-without-leader-election", ["--set", "operator.leaderElection.enabled=false"],
+     "operator.replicas is 2 but operator.leaderElection.enabled is false"),
+    ("probe-on-every-node", ["--set", "probe.nodeSelector=null"], "the probe would run on every node"),
+    ("tier-oversubscription-mismatch", ["--set", "operator.config.tierLabels={a,b}",
+                                        "--set-json", "operator.config.tierOversubscription=[2]"],
+     "tierOversubscription has 1 values but operator.config.tierLabels has 2"),
+    ("pdb-blocks-drains", ["--set", "operator.podDisruptionBudget.minAvailable=2"],
+     "must be less than operator.replicas"),
+    ("service-monitor-without-prometheus-operator", ["--set", "metrics.serviceMonitor.enabled=true"],
+     "install the Prometheus Operator first"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "args", "message"), REFUSED, ids=[c[0] for c in REFUSED])
+def test_bad_values_are_refused_with_a_clear_message(case: str, args: list[str], message: str) -> None:
+    out = helm("template", RELEASE, str(CHART), *args)
+    assert out.returncode != 0, f"{case}: helm accepted the values"
+    assert message in out.stderr, out.stderr
