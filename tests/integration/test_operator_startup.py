@@ -6,13 +6,11 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
 
-from gputopo.sandbox.testing import SandboxHandle
+from gputopo.sandbox.testing import SandboxHandle, run_operator
 
 NS = "startup-test"
 
@@ -55,13 +53,7 @@ def test_an_operator_whose_startup_the_api_server_refuses_exits_at_once_with_one
         "GPUTOPO_LIVENESS_PORT": "0",
         "GPUTOPO_LOG_FORMAT": "plain",
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "gputopo.controller.main", "--standalone"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    done = run_operator(env, timeout=90)
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("gputopo-operator: cannot start: create ConfigMap no-such-namespace/"), done.stderr[-2000:]

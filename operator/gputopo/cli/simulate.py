@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from rich.progress import Progress, TaskID
 from gputopo.cli.errors import CliError, fail, read_yaml
 from gputopo.cli.plan import load_cluster
 from gputopo.cli.simulate_preemption import run_preemption
+from gputopo.cli.summaries import show_summaries
 from gputopo.control.dra import GpuAllocation
 from gputopo.sim.cluster_file import ClusterFileError, snapshot_to_data, trace_from_data, trace_to_data
 from gputopo.sim.generate import TraceJob, generate_cluster, generate_nvl72_cluster, generate_trace
@@ -150,18 +150,18 @@ def run(
                 gpu_choice=gpu_allocation.gpu_choice,
             )
             summaries[name] = report.summary()
-    if plot:
-        plot_quality(summaries, plot)
-    if as_json:
-        typer.echo(json.dumps({"policies": summaries}))
-        return
-    for name, s in summaries.items():
-        ratio = s["ratio_to_optimal"]
-        typer.echo(
-            f"{name:<16} mean {s['mean_busbw_GBps'] or 0:7.1f} GB/s  median {s['median_busbw_GBps'] or 0:7.1f}  "
-            f"ratio {ratio if ratio is None else round(ratio, 3)}  one-tier {s['share_multi_node_in_one_tier']}  "
-            f"util {s['gpu_utilisation']:.2f}  wait {s['mean_wait_s']:.0f}s  frag {s['mean_fragmentation']:.2f}"
-        )
+    show_summaries(
+        summaries, plot=(plot_quality, plot), document={"policies": summaries} if as_json else None, line=_line
+    )
+
+
+def _line(name: str, s: dict[str, Any]) -> str:
+    ratio = s["ratio_to_optimal"]
+    return (
+        f"{name:<16} mean {s['mean_busbw_GBps'] or 0:7.1f} GB/s  median {s['median_busbw_GBps'] or 0:7.1f}  "
+        f"ratio {ratio if ratio is None else round(ratio, 3)}  one-tier {s['share_multi_node_in_one_tier']}  "
+        f"util {s['gpu_utilisation']:.2f}  wait {s['mean_wait_s']:.0f}s  frag {s['mean_fragmentation']:.2f}"
+    )
 
 
 def register(app: typer.Typer) -> None:

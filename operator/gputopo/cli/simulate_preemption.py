@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-import typer
 from rich.progress import Progress, TaskID
 
 from gputopo.cli.errors import CliError, fail, read_yaml
+from gputopo.cli.summaries import show_summaries
 from gputopo.placement.types import Snapshot
 from gputopo.sim.cluster_file import ClusterFileError
 from gputopo.sim.preemption.replay import PREEMPTION_POLICIES, replay
@@ -76,15 +75,14 @@ def run_preemption(
                 progress.update(task, completed=min(done, len(jobs)))
 
             summaries[name] = replay(snapshot, jobs, PREEMPTION_POLICIES[name], on_event=advance).summary(high)
-    if plot:
-        plot_preemption(summaries, plot)
-    if as_json:
-        typer.echo(json.dumps({"preemption": {"highClass": high, "classes": classes, "policies": summaries}}))
-        return
-    for name, s in summaries.items():
+    document = {"preemption": {"highClass": high, "classes": classes, "policies": summaries}}
+
+    def line(name: str, s: dict[str, Any]) -> str:
         busbw = s["high_mean_busbw_GBps"]
-        typer.echo(
+        return (
             f"{name:<14} {high} wait p50 {s['high_wait_p50_s'] or 0:.0f}s p99 {s['high_wait_p99_s'] or 0:.0f}s  "
             f"bus bandwidth {busbw or 0:.1f} GB/s  preemptions {s['preemptions']} (movable {s['victims_movable']})  "
             f"victim GPU-hours lost {s['victim_gpu_hours_lost']:.1f}  never placed {s['jobs_never_placed']}"
         )
+
+    show_summaries(summaries, plot=(plot_preemption, plot), document=document if as_json else None, line=line)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,7 +16,7 @@ from gputopo.sandbox.binaries import find_binaries
 from gputopo.sandbox.cluster import Sandbox
 from gputopo.sandbox.harness import WaitTimeoutError, wait_for
 
-__all__ = ["SandboxHandle", "WaitTimeoutError", "running_sandbox", "wait_for"]
+__all__ = ["SandboxHandle", "WaitTimeoutError", "run_operator", "running_sandbox", "wait_for"]
 
 
 @dataclass
@@ -48,3 +50,14 @@ def running_sandbox(name: str, *, nodes: int, profile: str, **up: Any) -> Iterat
     finally:
         if os.environ.get("GPUTOPO_KEEP_SANDBOX") != "1":
             box.down()
+
+
+def run_operator(env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """The operator run standalone in a process of its own with ``env``, to its end (a start that fails)."""
+    return subprocess.run(
+        [sys.executable, "-m", "gputopo.controller.main", "--standalone"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -21,6 +19,7 @@ from gputopo.controller.startup import StartupError, startup_failure
 from gputopo.kube.client import KubeClient
 from gputopo.kube.errors import ApiError, KubeconfigError
 from gputopo.placement import place
+from gputopo.sandbox.testing import run_operator
 
 
 @pytest.fixture
@@ -42,13 +41,7 @@ def test_an_operator_whose_port_is_taken_exits_non_zero_with_one_line_naming_it(
         "GPUTOPO_LIVENESS_PORT": str(taken_port) if taken == "liveness" else "0",
         "KUBECONFIG": os.devnull,  # never reached: the ports come first
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "gputopo.controller.main", "--standalone"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_operator(env, timeout=60)
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
