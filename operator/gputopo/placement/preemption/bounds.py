@@ -11,10 +11,12 @@ gangs' shapes only make the real cost higher.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["NodeVictims", "domain_bound", "slot_costs"]
+__all__ = ["NO_LEVEL", "NodeVictims", "domain_bound", "domain_level", "domain_work", "slot_costs"]
+
+NO_LEVEL = -(2**62)  # the level of a domain whose free GPUs suffice: no victim
 
 
 @dataclass(slots=True)
@@ -24,6 +26,11 @@ class NodeVictims:
     free: int
     victims: tuple[tuple[int, float, int], ...]
     _costs: dict[tuple[int, int], list[float]] = field(default_factory=dict)
+
+    def slots(self, gpus_per_worker: int, level: int) -> int:
+        """The slots victims of priority at most ``level`` add here: ``len(costs(...))`` without the costs."""
+        total = self.free + sum(gpus for priority, _, gpus in self.victims if priority <= level)
+        return total // gpus_per_worker - self.free // gpus_per_worker
 
     def costs(self, gpus_per_worker: int, level: int) -> list[float]:
         """``slot_costs`` of this node, worked out once per decision (levels above every victim's priority
@@ -63,11 +70,30 @@ def domain_bound(
     nodes: Sequence[NodeVictims], workers: int, gpus_per_worker: int, levels: Sequence[int]
 ) -> tuple[int, float] | None:
     """(lowest priority level, least work) that gives ``workers`` slots; None when no level does."""
+    level = domain_level(nodes, workers, gpus_per_worker, levels)
+    if level is None:
+        return None
     have = sum(n.free // gpus_per_worker for n in nodes)
+    return level, domain_work(nodes, workers - have, gpus_per_worker, level)
+
+
+def domain_level(nodes: Sequence[NodeVictims], workers: int, gpus_per_worker: int, levels: Sequence[int]) -> int | None:
+    """The lowest priority level whose victims give ``workers`` slots (``NO_LEVEL`` when free GPUs do); None
+    when no level does. Counts slots only, so it is cheap enough to work out for every domain."""
+    g = gpus_per_worker
+    have = sum(n.free // g for n in nodes)
     if have >= workers:
-        return -(2**62), 0.0
+        return NO_LEVEL
     for level in levels:
-        costs = [c for n in nodes if n.victims for c in n.costs(gpus_per_worker, level)]
-        if have + len(costs) >= workers:
-            return level, sum(heapq.nsmallest(workers - have, costs))
+        if have + sum(n.slots(g, level) for n in nodes if n.victims) >= workers:
+            return level
     return None
+
+
+def domain_work(nodes: Iterable[NodeVictims], wanted: int, gpus_per_worker: int, level: int) -> float:
+    """The least work that victims of priority at most ``level`` on ``nodes`` lose to give ``wanted`` more
+    slots than their free GPUs do (a node whose victims add no slot may be left out)."""
+    if wanted <= 0:
+        return 0.0
+    costs = [c for n in nodes if n.victims for c in n.costs(gpus_per_worker, level)]
+    return sum(heapq.nsmallest(wanted, costs))

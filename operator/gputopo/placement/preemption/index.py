@@ -30,24 +30,45 @@ class RunningIndex:
             for node, gpus in nomination.gpus.items():
                 held.setdefault(node, set()).update(gpus)
         snap = self.snapshot
+        position = snap.index_of
         self.on_node: dict[int, list[tuple[int, frozenset[int]]]] = {}
         self.nodes_of: list[tuple[int, ...]] = []
         self.sizes: list[int] = []
+        # What a preemption at ``now`` loses is ``sizes[k] * (now - since[k])`` (``RunningGang.work_lost``).
+        self.since = [
+            g.start_time if g.checkpoint_time is None else max(g.start_time, g.checkpoint_time) for g in self.running
+        ]
+        on_node, nodes_of, sizes = self.on_node, self.nodes_of, self.sizes
         for k, gang in enumerate(self.running):
+            workers = gang.placement.workers
+            if len(workers) == 1 and not held:  # most gangs: one worker, nothing held
+                worker = workers[0]
+                sizes.append(len(worker.gpus))
+                try:
+                    i = position(worker.node)
+                except KeyError:
+                    nodes_of.append(())
+                    continue
+                if worker.gpus:
+                    on_node.setdefault(i, []).append((k, frozenset(worker.gpus)))
+                    nodes_of.append((i,))
+                else:
+                    nodes_of.append(())
+                continue
             per: dict[int, set[int]] = {}
             size = 0
-            for worker in gang.placement.workers:
+            for worker in workers:
                 size += len(worker.gpus)
                 if worker.node in snap:
-                    per.setdefault(snap.index_of(worker.node), set()).update(worker.gpus)
+                    per.setdefault(position(worker.node), set()).update(worker.gpus)
             nodes = []
             for i, taken in per.items():
                 freeable = frozenset(taken.difference(held.get(snap.nodes[i].name, ())))
                 if freeable:
-                    self.on_node.setdefault(i, []).append((k, freeable))
+                    on_node.setdefault(i, []).append((k, freeable))
                     nodes.append(i)
-            self.nodes_of.append(tuple(nodes))
-            self.sizes.append(size)
+            nodes_of.append(tuple(nodes))
+            sizes.append(size)
         self.free = [max(0, n.topology.gpu_count - len(n.used_gpus)) for n in self.snapshot.nodes]
         self.plain = [n.ready and n.schedulable and not n.taints for n in self.snapshot.nodes]
         self.free_total = sum(self.free)

@@ -23,13 +23,13 @@ as much as every switch's together.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from gputopo.placement.engine import place
 from gputopo.placement.filters import node_rejection
-from gputopo.placement.preemption.bounds import NodeVictims, domain_bound
+from gputopo.placement.preemption.bounds import NO_LEVEL, NodeVictims, domain_work
 from gputopo.placement.preemption.domains import CLUSTER, Domain, candidate_domains
 from gputopo.placement.preemption.eligibility import Eligible
 from gputopo.placement.preemption.gangs import (
@@ -113,9 +113,10 @@ class _Search:
         self.eligible = Eligible(index.running, preemptor, rules)
         self.ok = [False] * len(index.running)
         self.work = [0.0] * len(index.running)
+        now, sizes, since = rules.now, index.sizes, index.since
         for k in self.eligible.indices:
             self.ok[k] = True
-            self.work[k] = index.running[k].work_lost(rules.now)
+            self.work[k] = sizes[k] * max(0.0, now - since[k])  # RunningGang.work_lost, from the index's columns
         plain = not (request.node_selector or request.affinity_terms or request.gpu_model or request.tolerations)
         self.passes: dict[int, int] = {}  # node index -> its free GPUs, for nodes that may take a worker
         free, on_node = index.free, index.on_node
@@ -131,6 +132,7 @@ class _Search:
         # Victims move only to GPUs free now: with too few anywhere none can, and none counts less.
         smallest = min((index.sizes[k] for k in self.eligible.indices), default=0)
         self.bound_share = rules.moved_work_share if self.levels and index.free_total >= smallest else 1.0
+        self._slots: dict[int, tuple[int, ...]] = {}
 
     def here(self, i: int) -> list[tuple[int, frozenset[int]]]:
         """The victims on node ``i`` and the GPUs their end frees there."""
@@ -154,15 +156,45 @@ class _Search:
             found = self._node_victims[i] = NodeVictims(self.passes.get(i, 0), victims)
         return found
 
-    def bound(self, domain: Domain) -> tuple[int, float] | None:
-        """A lower bound on the (highest priority, work lost) of any victim set clearing the domain; None when
-        even every possible victim does not free enough slots."""
-        request = self.request
-        nodes = [self.node_victims(i) for i in domain.nodes]
-        found = domain_bound(nodes, request.workers, request.gpus_per_worker, self.levels)
+    def slots(self, i: int) -> tuple[int, ...]:
+        """Node ``i``'s free worker slots, then the slots its victims of priority at most each of ``levels``
+        add (``NodeVictims.slots`` without the work)."""
+        found = self._slots.get(i)
         if found is None:
-            return None
-        return found[0], found[1] * self.bound_share
+            g = self.request.gpus_per_worker
+            free = self.passes.get(i, 0)
+            here = [(self.victims[k].priority, len(gpus)) for k, gpus in self.here(i)]
+            row = [free // g]
+            for level in self.levels:
+                total = free + sum(gpus for priority, gpus in here if priority <= level)
+                row.append(total // g - free // g)
+            found = self._slots[i] = tuple(row)
+        return found
+
+    def level(self, domain: Domain) -> int | None:
+        """A lower bound on the highest priority of any victim set clearing the domain (``NO_LEVEL`` when its
+        free GPUs suffice); None when even every possible victim does not free enough slots. Slots are
+        counted, not costed, so every candidate domain gets one cheaply (``bounds.domain_level``)."""
+        workers = self.request.workers
+        rows = [self.slots(i) for i in domain.nodes]
+        have = sum(row[0] for row in rows)
+        if have >= workers:
+            return NO_LEVEL
+        for column, level in enumerate(self.levels, start=1):
+            if have + sum(row[column] for row in rows) >= workers:
+                return level
+        return None
+
+    def work_bound(self, domain: Domain, level: int) -> float:
+        """A lower bound on the work lost by any victim set of priority at most ``level`` clearing the domain;
+        only nodes whose victims add a slot at that level are costed."""
+        if level == NO_LEVEL:
+            return 0.0
+        column = self.levels.index(level) + 1
+        rows = [(i, self.slots(i)) for i in domain.nodes]
+        wanted = self.request.workers - sum(row[0] for _, row in rows)
+        nodes = [self.node_victims(i) for i, row in rows if row[column]]
+        return domain_work(nodes, wanted, self.request.gpus_per_worker, level) * self.bound_share
 
     # -- one domain -------------------------------------------------------------------------------------------
 
@@ -301,6 +333,22 @@ def _better(found: _Found, best: _Found | None) -> bool:
     )
 
 
+def _cheapest_first(search: _Search, leveled: list[tuple[int, Domain]]) -> Iterator[tuple[tuple[int, float], Domain]]:
+    """The domains with their (priority, work) bounds, cheapest first, the whole cluster last (its bound is the
+    lowest of all, but one engine call there costs as much as every switch's together).
+
+    The work bound is dear (every node's slot costs), so it is worked out a priority level at a time, as the
+    search reaches that level: the search stops long before the dearer levels.
+    """
+    groups: dict[tuple[bool, int], list[Domain]] = {}
+    for level, domain in leveled:
+        groups.setdefault((domain.level == CLUSTER, level), []).append(domain)
+    for (_, level), members in sorted(groups.items(), key=lambda g: g[0]):
+        bounded = [((level, search.work_bound(d, level)), d) for d in members]
+        bounded.sort(key=lambda b: (b[0], b[1].rank, b[1].name))
+        yield from bounded
+
+
 def plan_preemption(
     snapshot: Snapshot | RunningIndex,
     preemptor: Preemptor,
@@ -322,30 +370,27 @@ def plan_preemption(
     search = _Search(index, preemptor, rules)
     eligible = search.eligible
     domains = candidate_domains(index.snapshot, preemptor.request, search.useful())
-    bounded: list[tuple[tuple[int, float], Domain]] = []
+    leveled: list[tuple[int, Domain]] = []
     last: Domain | None = None
     for domain in domains:
         if domain.level == CLUSTER:
             last = domain  # bounded only when searched: no smaller domain holds the gang
             continue
-        bound = search.bound(domain)
-        if bound is not None:
-            bounded.append((bound, domain))
-    if last is not None and (len(bounded) < rules.max_domains or not bounded):
-        bound = search.bound(last)
-        if bound is not None:
-            bounded.append((bound, last))
-    if not bounded:
+        level = search.level(domain)
+        if level is not None:
+            leveled.append((level, domain))
+    if last is not None and (len(leveled) < rules.max_domains or not leveled):
+        level = search.level(last)
+        if level is not None:
+            leveled.append((level, last))
+    if not leveled:
         why = "no domain holds it even with every lower-priority gang preempted"
         if not eligible.indices:
             why = "no running gang may be preempted for it"
         return NoPreemption(why, eligible.describe())
-    # The whole cluster last: its bound is the lowest of all, but one engine call there costs as much as
-    # every switch's together.
-    bounded.sort(key=lambda b: (b[1].level == CLUSTER, b[0], b[1].rank, b[1].name))
     found: list[_Found] = []
     searched = 0
-    for bound, domain in bounded:
+    for bound, domain in _cheapest_first(search, leveled):
         if searched >= rules.max_domains or (found and domain.level == CLUSTER):
             break
         if found and bound > min((f.cost.highest_priority, f.cost.work_lost_gpu_s) for f in found):
@@ -359,7 +404,7 @@ def plan_preemption(
     if not found:
         return NoPreemption(
             f"no domain holds it within {rules.max_victims} victims of lower priority "
-            f"({searched} of {len(bounded)} candidate domains searched)",
+            f"({searched} of {len(leveled)} candidate domains searched)",
             eligible.describe(),
         )
     # Consolidation: victims that move at once cost less; worked out for the plans that could still win.
