@@ -41,16 +41,17 @@ def candidate_domains(snapshot: Snapshot, request: Request, useful: Collection[i
     out: list[Domain] = []
     seen: set[tuple[int, ...]] = set()
     wanted = set(useful)
+    gpus = [n.topology.gpu_count for n in nodes]
 
     def add(level: str, name: str, members: list[int], rank: int) -> None:
         key = tuple(sorted(members))
-        if key in seen or wanted.isdisjoint(key) or sum(nodes[i].topology.gpu_count for i in key) < need:
+        if wanted.isdisjoint(key) or key in seen or sum([gpus[i] for i in key]) < need:
             return
         seen.add(key)
         out.append(Domain(level, name, key, rank))
 
     for i in sorted(wanted):
-        if nodes[i].topology.gpu_count >= need and not snapshot.nvlink_domains[i]:
+        if gpus[i] >= need and not snapshot.nvlink_domains[i]:
             add("node", nodes[i].name, [i], 0)
     everyone = range(len(nodes))
     nvlink: dict[str, list[int]] = {}
@@ -63,8 +64,8 @@ def candidate_domains(snapshot: Snapshot, request: Request, useful: Collection[i
     top = len(snapshot.tiers) if request.required_tier is None else min(request.required_tier, len(snapshot.tiers))
     for tier in range(min(top + 1, len(snapshot.tiers))):
         switches: dict[str, list[int]] = {}
-        for i in everyone:
-            name = snapshot.domains[i][tier]
+        for i, names in enumerate(snapshot.domains):
+            name = names[tier]
             if not name.startswith("node/"):
                 switches.setdefault(name, []).append(i)
         for name in sorted(switches):

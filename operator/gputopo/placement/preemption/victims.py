@@ -176,7 +176,8 @@ class _Search:
         free GPUs suffice); None when even every possible victim does not free enough slots. Slots are
         counted, not costed, so every candidate domain gets one cheaply (``bounds.domain_level``)."""
         workers = self.request.workers
-        rows = [self.slots(i) for i in domain.nodes]
+        known = self._slots.get  # most nodes are in several domains: skip the call once worked out
+        rows = [known(i) or self.slots(i) for i in domain.nodes]
         have = sum(row[0] for row in rows)
         if have >= workers:
             return NO_LEVEL
@@ -191,7 +192,8 @@ class _Search:
         if level == NO_LEVEL:
             return 0.0
         column = self.levels.index(level) + 1
-        rows = [(i, self.slots(i)) for i in domain.nodes]
+        known = self._slots.get
+        rows = [(i, known(i) or self.slots(i)) for i in domain.nodes]
         wanted = self.request.workers - sum(row[0] for _, row in rows)
         nodes = [self.node_victims(i) for i, row in rows if row[column]]
         return domain_work(nodes, wanted, self.request.gpus_per_worker, level) * self.bound_share
