@@ -30,13 +30,12 @@ from gputopo.placement.preemption import (
     PreemptionPlan,
     PreemptionRules,
     Preemptor,
-    RunningGang,
     RunningIndex,
-    held_placement,
     plan_preemption,
 )
 from gputopo.placement.types import Snapshot
 from gputopo.sim.generate import generate_cluster, generate_nvl72_cluster
+from gputopo.sim.preemption.occupied import occupied_cluster
 from gputopo.sim.preemption.replay import PREEMPTION_POLICIES, replay
 from gputopo.sim.preemption.trace import generate_priority_trace
 
@@ -85,36 +84,8 @@ def scenario(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def full_cluster(nodes: int, seed: int) -> tuple[Snapshot, list[RunningGang]]:
-    """``nodes`` mixed nodes, every GPU held by a running gang: a third of nodes in 2-8-node gangs, the rest
-    split into gangs of 1-8 GPUs; priorities 0-2, started in the last 2.5 hours."""
-    rng = random.Random(seed)
-    snapshot = generate_cluster(rng, nodes)
-    names = [n.name for n in snapshot]
-    layouts: list[list[tuple[str, tuple[int, ...]]]] = []
-    i = 0
-    while i < len(names):
-        if rng.random() < 0.3:
-            width = rng.choice([2, 4, 8])
-            layouts.append([(names[j], tuple(range(8))) for j in range(i, min(i + width, len(names)))])
-            i += width
-            continue
-        gpus = list(range(8))
-        while gpus:
-            size = min(len(gpus), rng.choice([1, 2, 4, 8]))
-            layouts.append([(names[i], tuple(gpus[:size]))])
-            gpus = gpus[size:]
-        i += 1
-    running = []
-    for g, workers in enumerate(layouts):
-        placement = held_placement(snapshot, workers)
-        snapshot = snapshot.reserve(placement)
-        running.append(RunningGang(f"gang-{g:05d}", rng.choice([0, 1, 2]), placement, rng.uniform(0, 9000.0)))
-    return snapshot, running
-
-
 def decision_time(nodes: int = 10_000, decisions: int = 20, seed: int = 31) -> dict[str, Any]:
-    snapshot, running = full_cluster(nodes, seed)
+    snapshot, running = occupied_cluster(seed, nodes)
     rules = PreemptionRules(now=10_000.0)
     cold: list[float] = []
     warm: list[float] = []

@@ -9,40 +9,11 @@ import random
 import pytest
 
 from gputopo.placement import Request
-from gputopo.placement.preemption import PreemptionRules, Preemptor, RunningGang, RunningIndex, held_placement
+from gputopo.placement.preemption import PreemptionRules, Preemptor, RunningIndex
 from gputopo.placement.preemption.bounds import domain_bound
 from gputopo.placement.preemption.domains import CLUSTER, Domain, candidate_domains
 from gputopo.placement.preemption.victims import _cheapest_first, _Search
-from gputopo.placement.types import Snapshot
-from gputopo.sim.generate import generate_cluster
-
-
-def _busy_cluster(seed: int, nodes: int) -> tuple[Snapshot, list[RunningGang]]:
-    """Mixed nodes, most GPUs held by gangs of 1-8 GPUs or of 2-4 whole nodes, priorities 0-3; some free."""
-    rng = random.Random(seed)
-    snap = generate_cluster(rng, nodes)
-    names = [n.name for n in snap]
-    layouts: list[list[tuple[str, tuple[int, ...]]]] = []
-    i = 0
-    while i < len(names):
-        if rng.random() < 0.2:
-            width = rng.choice([2, 4])
-            layouts.append([(names[j], tuple(range(8))) for j in range(i, min(i + width, len(names)))])
-            i += width
-            continue
-        gpus = list(range(8))
-        while gpus:
-            size = min(len(gpus), rng.choice([1, 2, 4, 8]))
-            if rng.random() < 0.85:
-                layouts.append([(names[i], tuple(gpus[:size]))])
-            gpus = gpus[size:]
-        i += 1
-    gangs = []
-    for g, workers in enumerate(layouts):
-        placement = held_placement(snap, workers)
-        snap = snap.reserve(placement)
-        gangs.append(RunningGang(f"gang-{g}", rng.randint(0, 3), placement, rng.uniform(0, 9000.0)))
-    return snap, gangs
+from gputopo.sim.preemption.occupied import occupied_cluster
 
 
 def _eager(search: _Search, leveled: list[tuple[int, Domain]]) -> list[tuple[tuple[int, float], str]]:
@@ -59,7 +30,8 @@ def _eager(search: _Search, leveled: list[tuple[int, Domain]]) -> list[tuple[tup
 
 @pytest.mark.parametrize("seed", range(6), ids=[f"seed-{s}" for s in range(6)])
 def test_lazy_domain_order_equals_eager(seed: int) -> None:
-    snap, gangs = _busy_cluster(seed, 160)
+    # Mixed nodes, most GPUs held by gangs of 1-8 GPUs or of 2-4 whole nodes, priorities 0-3; some free.
+    snap, gangs = occupied_cluster(seed, 160, multi_node_share=0.2, widths=(2, 4), held_share=0.85, priorities=range(4))
     index = RunningIndex(snap, gangs)
     rng = random.Random(seed)
     for shape in [(1, 8), (2, 8), (4, 8), (8, 4), (16, 2)]:
