@@ -47,8 +47,9 @@ class ClusterWatches:
         soon = poke_soon or poke
         self._digests: dict[str, bytes] = {}
         group = f"/apis/{GROUP}/{VERSION}"
+        rhythm = Rhythm(page_size=page_size)
         self.nodes: Reflector[NodeFacts] = Reflector(
-            client, "Nodes", "/api/v1/nodes", self._node, on_change=poke, rhythm=Rhythm(page_size=page_size)
+            client, "Nodes", "/api/v1/nodes", self._node, on_change=poke, rhythm=rhythm
         )
         self.topologies: Reflector[TopologyFacts] = Reflector(
             client,
@@ -57,7 +58,7 @@ class ClusterWatches:
             self._topology,
             on_change=poke,
             on_delete=self._forget,
-            rhythm=Rhythm(page_size=page_size),
+            rhythm=rhythm,
         )
         self.pod_gpus: Reflector[PodGpusFacts] = Reflector(
             client,
@@ -65,7 +66,7 @@ class ClusterWatches:
             f"{group}/nodepodgpus",
             self._pod_gpus,
             on_change=soon,
-            rhythm=Rhythm(page_size=page_size),
+            rhythm=rhythm,
         )
         self.slices: Reflector[SliceFacts] | None = None
         self.claims: Reflector[ClaimFacts] | None = None
@@ -76,7 +77,7 @@ class ClusterWatches:
                 resource_path(None, "resourceslices"),
                 lambda _, obj, __: slice_facts(obj),
                 on_change=poke,
-                rhythm=Rhythm(page_size=page_size),
+                rhythm=rhythm,
             )
             self.claims = Reflector(
                 client,
@@ -84,7 +85,7 @@ class ClusterWatches:
                 resource_path(None, "resourceclaims"),
                 lambda _, obj, __: claim_facts(obj),
                 on_change=soon,
-                rhythm=Rhythm(page_size=page_size),
+                rhythm=rhythm,
                 namespaced=True,
             )
         self._tasks: list[asyncio.Task[None]] = []
