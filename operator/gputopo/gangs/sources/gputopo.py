@@ -63,16 +63,14 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
     raw_size = labels.get(LABEL_GANG_SIZE)
     size = as_int(raw_size)
     declared = None
-    uniform = False
     if not size:
         shown = "missing" if raw_size is None else f'"{raw_size}" is not a whole number ≥ 1'
         problems.append(f"label {LABEL_GANG_SIZE}: {shown}")
     else:
         raw_shape = annotations.get(ANNOTATION_GPUS_PER_RANK)
         shape = _shape(raw_shape, size, problems) if raw_shape is not None else None
-        if shape is None:
+        if shape is None:  # the contract: every rank takes what the pod takes
             shape = (own_gpus(pod, problems),) * size
-            uniform = raw_shape is None
         declared = Declared(size, shape)
     return Claim(
         GangId(namespace_of(pod), SOURCE, name),
@@ -83,5 +81,4 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
         owner=owner_ref(controller_of(pod)),
         evict_bare=pod_needs.evict_bare,
         problems=tuple(problems),
-        uniform=uniform,
     )
