@@ -16,9 +16,11 @@ from datetime import datetime
 from typing import Final, Literal
 
 from gputopo.api.trainingjob import IntraNode
+from gputopo.placement.template import PodConstraints
 
 __all__ = [
     "GATE",
+    "NO_CONSTRAINTS",
     "Declared",
     "DisruptionMode",
     "Gang",
@@ -37,6 +39,9 @@ Source = Literal["podgroup", "gputopo", "kueue", "jobset", "leaderworkerset", "p
 
 # How a fault under one member disrupts the gang: PodGroup's disruptionMode. "all": every member goes together.
 DisruptionMode = Literal["single", "all"]
+
+# A pod with no node selector, no required node affinity and no tolerations.
+NO_CONSTRAINTS: Final = PodConstraints({}, (), ())
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -116,6 +121,8 @@ class Member:
     deleting: bool = False
     created: datetime | None = None
     generation: int | None = None  # gputopo.io/placement-generation
+    # The pod's node selector, required node affinity and tolerations: where its rank may be placed.
+    constraints: PodConstraints = NO_CONSTRAINTS
 
     @property
     def gated(self) -> bool:

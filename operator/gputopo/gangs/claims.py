@@ -1,0 +1,156 @@
+"""What one source says about one pod: the gang it belongs to, its rank and what the gang declares.
+
+A source reads a pod and, where it can, the object above it (``Owners``: raw bodies as the API server serves
+them, keyed by (namespace, name)). Every reader here takes free-form data and never raises: a field of the
+wrong shape reads as absent, or as a problem naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from gputopo.api.gpus import GpuCountError, pod_gpus
+from gputopo.gangs.model import Declared, DisruptionMode, GangId, Needs, OwnerRef
+
+__all__ = [
+    "COMPLETION_INDEX",
+    "Claim",
+    "Owners",
+    "Raw",
+    "annotations_of",
+    "as_int",
+    "completion_index",
+    "controller_of",
+    "labels_of",
+    "mapping",
+    "namespace_of",
+    "own_gpus",
+    "owner_ref",
+    "pod_priority",
+    "template_gpus",
+    "text",
+]
+
+Raw = Mapping[str, Any]
+Key = tuple[str, str]
+
+# batch/v1: the Job controller puts an Indexed Job pod's index in this annotation and (since 1.28) label.
+COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
+
+
+@dataclass(frozen=True, slots=True)
+class Owners:
+    """The objects gangs are declared by, as read from the API server: (namespace, name) → raw body.
+
+    A kind gputopo does not watch (its CRD is not installed) is simply empty."""
+
+    podgroups: Mapping[Key, Raw] = field(default_factory=dict)
+    jobs: Mapping[Key, Raw] = field(default_factory=dict)
+    jobsets: Mapping[Key, Raw] = field(default_factory=dict)
+    leaderworkersets: Mapping[Key, Raw] = field(default_factory=dict)
+    pytorchjobs: Mapping[Key, Raw] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One source's reading of one pod.
+
+    ``rank`` is None where the source gives pods no rank (a PodGroup of bare pods): ``read_gangs`` numbers
+    such members in creation order. ``declared`` is None while the size is unknown (the owner not read yet).
+    ``uniform`` says the declared shape is this pod's own GPU count for every rank, a guess ``read_gangs``
+    checks against the other members."""
+
+    gang: GangId
+    rank: int | None
+    role: str = ""
+    declared: Declared | None = None
+    needs: Needs = field(default_factory=Needs)
+    priority: int = 0
+    owner: OwnerRef | None = None
+    disruption: DisruptionMode = "all"
+    evict_bare: bool = False
+    problems: tuple[str, ...] = ()
+    uniform: bool = False
+
+
+def mapping(value: object) -> Raw:
+    """``value`` if it is a mapping, else an empty one."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _strings(value: object) -> Mapping[str, str]:
+    return {k: v for k, v in mapping(value).items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def labels_of(obj: Raw) -> Mapping[str, str]:
+    return _strings(mapping(obj.get("metadata")).get("labels"))
+
+
+def annotations_of(obj: Raw) -> Mapping[str, str]:
+    return _strings(mapping(obj.get("metadata")).get("annotations"))
+
+
+def text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def as_int(value: object) -> int | None:
+    """A whole number ≥ 0 from an int or a decimal string; None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, str):
+        stripped = value.strip()
+        if stripped.isascii() and stripped.isdigit():
+            return int(stripped)
+    return None
+
+
+def controller_of(obj: Raw) -> Raw:
+    """The ownerReference with ``controller: true``; empty when there is none."""
+    refs = mapping(obj.get("metadata")).get("ownerReferences")
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            return ref
+    return {}
+
+
+def owner_ref(ref: Raw) -> OwnerRef | None:
+    """An ownerReference as an ``OwnerRef``; None when it names no kind and name."""
+    kind, name = text(ref.get("kind")), text(ref.get("name"))
+    if not kind or not name:
+        return None
+    return OwnerRef(text(ref.get("apiVersion")), kind, name, text(ref.get("uid")))
+
+
+def template_gpus(template: object, where: str, problems: list[str]) -> int:
+    """The GPUs a pod template (``{metadata, spec}``) asks for; 0 when none, a problem when not whole."""
+    try:
+        return pod_gpus(mapping(mapping(template).get("spec"))) or 0
+    except GpuCountError as error:
+        problems.append(f"{where}: {error}")
+        return 0
+
+
+def namespace_of(obj: Raw) -> str:
+    return text(mapping(obj.get("metadata")).get("namespace")) or "default"
+
+
+def pod_priority(pod: Raw) -> int:
+    """``spec.priority``, resolved from the pod's PriorityClass by the API server's admission; 0 when unset."""
+    value = mapping(pod.get("spec")).get("priority")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def completion_index(pod: Raw) -> int | None:
+    """An Indexed Job pod's completion index (its label, else its annotation)."""
+    found = as_int(labels_of(pod).get(COMPLETION_INDEX))
+    return found if found is not None else as_int(annotations_of(pod).get(COMPLETION_INDEX))
+
+
+def own_gpus(pod: Raw, problems: list[str]) -> int:
+    """The GPUs the pod itself asks for; 0 when none, a problem when not a whole number."""
+    return template_gpus(pod, "pod", problems)

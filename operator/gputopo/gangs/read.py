@@ -1,0 +1,226 @@
+"""Read the gangs of a set of pods: which pods gputopo places, which gang each is a member of, at which rank.
+
+A pod is a member when gputopo's gate holds it (``GATE``) or gputopo has steered it (annotation
+``gputopo.io/gang``); a TrainingJob's own pods (label ``gputopo.io/job``) are not. Each member is claimed by
+the first source that knows it (``gputopo.gangs.sources``); a pod whose explicit declarations name two
+gangs is refused, and both gangs say so. Nothing here raises on odd data: it is skipped or becomes a problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from gputopo.api.gpus import GpuCountError, pod_gpus
+from gputopo.api.group import ANNOTATION_GPUS, ANNOTATION_PLACEMENT_GENERATION, LABEL_JOB
+from gputopo.gangs.annotations import ANNOTATION_GANG
+from gputopo.gangs.claims import Claim, Owners, Raw, annotations_of, as_int, labels_of, mapping, namespace_of, text
+from gputopo.gangs.model import GATE, NO_CONSTRAINTS, Declared, Gang, GangId, Member
+from gputopo.gangs.sources import DERIVED, EXPLICIT
+from gputopo.placement.template import TemplateError, pod_constraints
+
+__all__ = ["GangsRead", "Refusal", "claim_pod", "is_member", "read_gangs"]
+
+# How each explicit source's declaration is named in a refusal.
+_DECLARED_BY = {
+    "podgroup": "PodGroup {} (spec.schedulingGroup.podGroupName)",
+    "gputopo": "gang {} (label gputopo.io/gang)",
+    "kueue": "Kueue pod group {} (label kueue.x-k8s.io/pod-group-name)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A pod gputopo will not place, and why."""
+
+    namespace: str
+    pod: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class GangsRead:
+    """The gangs read from a set of pods (ordered by id) and the pods refused."""
+
+    gangs: tuple[Gang, ...]
+    refused: tuple[Refusal, ...] = ()
+
+    def gang(self, gang: GangId) -> Gang | None:
+        return next((g for g in self.gangs if g.id == gang), None)
+
+
+def is_member(pod: Raw) -> bool:
+    """Whether gputopo places the pod: gated by it or steered by it, and not a TrainingJob's own."""
+    if LABEL_JOB in labels_of(pod):
+        return False
+    gates = mapping(pod.get("spec")).get("schedulingGates")
+    gated = isinstance(gates, list) and any(isinstance(g, Mapping) and g.get("name") == GATE for g in gates)
+    return gated or ANNOTATION_GANG in annotations_of(pod)
+
+
+def claim_pod(pod: Raw, owners: Owners) -> Claim | Refusal | None:
+    """The claim of the first source that knows the pod, or its refusal; None when no source knows it."""
+    explicit = [found for _, read in EXPLICIT if (found := read(pod, owners)) is not None]
+    names = {c.gang.name for c in explicit}
+    if len(names) > 1:
+        named = " and ".join(_DECLARED_BY[c.gang.source].format(c.gang.name) for c in explicit)
+        meta = mapping(pod.get("metadata"))
+        return Refusal(namespace_of(pod), text(meta.get("name")), f"the pod names two gangs: {named}")
+    if explicit:
+        return explicit[0]
+    for _, read in DERIVED:
+        found = read(pod, owners)
+        if found is not None:
+            return found
+    return None
+
+
+def _created(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def _gpu_list(value: str | None) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    counts = [as_int(p) for p in value.split(",")] if value.strip() else []
+    return tuple(c for c in counts if c is not None) if all(c is not None for c in counts) else None
+
+
+def _member(pod: Raw, rank: int, problems: list[str]) -> Member:
+    meta, spec = mapping(pod.get("metadata")), mapping(pod.get("spec"))
+    name = text(meta.get("name"))
+    annotations = annotations_of(pod)
+    try:
+        gpus = pod_gpus(spec) or 0
+    except GpuCountError as error:
+        problems.append(f"pod {name}: {error}")
+        gpus = 0
+    try:
+        constraints = pod_constraints(pod, "pod")
+    except TemplateError as error:
+        problems.append(str(error))
+        constraints = NO_CONSTRAINTS
+    raw_gates = spec.get("schedulingGates")
+    gates = tuple(text(mapping(g).get("name")) for g in (raw_gates if isinstance(raw_gates, list) else ()))
+    planned = _gpu_list(annotations.get(ANNOTATION_GPUS))
+    if planned is None and ANNOTATION_GPUS in annotations:
+        problems.append(f'pod {name}: annotation {ANNOTATION_GPUS}: "{annotations[ANNOTATION_GPUS]}" is not a GPU list')
+    return Member(
+        pod=name,
+        uid=text(meta.get("uid")),
+        rank=rank,
+        gpus=gpus,
+        gates=tuple(g for g in gates if g),
+        node=text(spec.get("nodeName")) or None,
+        planned=planned,
+        phase=text(mapping(pod.get("status")).get("phase")) or "Pending",
+        deleting=meta.get("deletionTimestamp") is not None,
+        created=_created(meta.get("creationTimestamp")),
+        generation=as_int(annotations.get(ANNOTATION_PLACEMENT_GENERATION)),
+        constraints=constraints,
+    )
+
+
+@dataclass(slots=True)
+class _Claimed:
+    pod: Raw
+    claim: Claim
+
+
+def read_gangs(pods: Iterable[Mapping[str, Any]], owners: Owners) -> GangsRead:
+    """The gangs the pods gputopo places are members of, and the pods it refuses."""
+    by_gang: dict[GangId, list[_Claimed]] = {}
+    refused: list[Refusal] = []
+    told: dict[GangId, list[str]] = {}
+    for pod in pods:
+        if not isinstance(pod, Mapping) or not is_member(pod):
+            continue
+        found = claim_pod(pod, owners)
+        if isinstance(found, Refusal):
+            refused.append(found)
+            for _, read in EXPLICIT:
+                named = read(pod, owners)
+                if named is not None:
+                    told.setdefault(named.gang, []).append(f"pod {found.pod} is refused: {found.reason}")
+        elif found is not None:
+            by_gang.setdefault(found.gang, []).append(_Claimed(pod, found))
+    gangs = tuple(_gang(gang, claimed, told.get(gang, [])) for gang, claimed in sorted(by_gang.items()))
+    return GangsRead(gangs, tuple(refused))
+
+
+def _unique(lines: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(lines))
+
+
+def _gang(gang: GangId, claimed: list[_Claimed], told: list[str]) -> Gang:
+    problems: list[str] = list(told)
+    for c in claimed:
+        problems += c.claim.problems
+    # Members with no rank from their source take the free ranks in creation order.
+    taken = {c.claim.rank for c in claimed if c.claim.rank is not None}
+    free = (r for r in range(len(claimed) + len(taken) + 1) if r not in taken)
+    unranked = sorted((c for c in claimed if c.claim.rank is None), key=_creation)
+    ranks = {id(c): c.claim.rank for c in claimed}
+    for c in unranked:
+        ranks[id(c)] = next(free)
+    members = tuple(_member(c.pod, ranks[id(c)] or 0, problems) for c in claimed)
+    claims = sorted((c.claim for c in claimed), key=lambda c: (c.rank is None, c.rank or 0))
+    declared = _declared(claims, members, problems)
+    live: dict[int, str] = {}
+    for m in members:
+        if m.deleting:
+            continue
+        if m.rank in live:
+            problems.append(f"pods {live[m.rank]} and {m.pod} are both rank {m.rank}")
+        live[m.rank] = m.pod
+        if declared is not None and m.rank < declared.size and m.gpus != declared.shape[m.rank]:
+            problems.append(
+                f"pod {m.pod} (rank {m.rank}) asks for {m.gpus} GPUs, its gang declares {declared.shape[m.rank]}"
+            )
+    first = claims[0]
+    exclusive = next((c.needs.exclusive_label for c in claims if c.needs.exclusive_label), None)
+    return Gang(
+        id=gang,
+        declared=declared,
+        members=tuple(sorted(members, key=lambda m: (m.rank, m.pod))),
+        needs=replace(first.needs, exclusive_label=exclusive),
+        priority=max(c.priority for c in claims),
+        owner=next((c.owner for c in claims if c.owner is not None), None),
+        disruption=first.disruption,
+        evict_bare=any(c.evict_bare for c in claims),
+        problems=_unique(problems),
+    )
+
+
+def _creation(c: _Claimed) -> tuple[str, str]:
+    meta = mapping(c.pod.get("metadata"))
+    return (text(meta.get("creationTimestamp")), text(meta.get("name")))
+
+
+def _declared(claims: list[Claim], members: tuple[Member, ...], problems: list[str]) -> Declared | None:
+    """The gang's declaration: its owner's, else one all members agree on (``Claim.uniform``)."""
+    found = [c.declared for c in claims if c.declared is not None]
+    sizes = sorted({d.size for d in found})
+    if len(sizes) > 1:
+        problems.append(f"the gang's pods disagree on its size: {', '.join(map(str, sizes))}")
+        return None
+    exact = next((c.declared for c in claims if c.declared is not None and not c.uniform), None)
+    if exact is not None or not found:
+        return exact
+    guess = found[0]
+    live = [m for m in members if not m.deleting]
+    counts = {m.gpus for m in live}
+    if len(counts) <= 1:
+        return replace(guess, shape=(counts.pop(),) * guess.size) if counts else guess
+    # Members differ: the shape is known once every rank is here (Kueue admits a group only then).
+    by_rank = {m.rank: m.gpus for m in live}
+    if all(r in by_rank for r in range(guess.size)):
+        return replace(guess, shape=tuple(by_rank[r] for r in range(guess.size)))
+    return None

@@ -1,0 +1,84 @@
+"""gputopo's plain pod contract: bare pods (or pods of any controller) that name their gang themselves.
+
+Labels ``gputopo.io/gang`` (the gang's name) and ``gputopo.io/gang-size`` (its all-or-nothing size); the rank
+from ``gputopo.io/rank``, else the Indexed Job completion index. Every rank takes the pod's own GPU count
+unless the annotation ``gputopo.io/gpus-per-rank`` lists them ("0,8,8,8").
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from gputopo.api.group import LABEL_RANK
+from gputopo.gangs.annotations import ANNOTATION_GPUS_PER_RANK, read_needs
+from gputopo.gangs.claims import (
+    Claim,
+    Owners,
+    Raw,
+    annotations_of,
+    as_int,
+    completion_index,
+    controller_of,
+    labels_of,
+    namespace_of,
+    own_gpus,
+    owner_ref,
+    pod_priority,
+)
+from gputopo.gangs.model import Declared, GangId
+
+__all__ = ["LABEL_GANG", "LABEL_GANG_SIZE", "SOURCE", "claim"]
+
+SOURCE: Final = "gputopo"
+LABEL_GANG: Final = "gputopo.io/gang"
+LABEL_GANG_SIZE: Final = "gputopo.io/gang-size"
+
+
+def _shape(raw: str, size: int, problems: list[str]) -> tuple[int, ...] | None:
+    parts = [p.strip() for p in raw.split(",")]
+    counts = [as_int(p) for p in parts]
+    if any(c is None for c in counts):
+        problems.append(f'annotation {ANNOTATION_GPUS_PER_RANK}: "{raw}" is not a comma list of GPU counts')
+        return None
+    if len(counts) != size:
+        problems.append(
+            f'annotation {ANNOTATION_GPUS_PER_RANK}: "{raw}" names {len(counts)} ranks, the gang has {size}'
+        )
+        return None
+    return tuple(c for c in counts if c is not None)
+
+
+def claim(pod: Raw, owners: Owners) -> Claim | None:
+    labels = labels_of(pod)
+    name = labels.get(LABEL_GANG, "").strip()
+    if not name:
+        return None
+    annotations = annotations_of(pod)
+    pod_needs = read_needs(annotations)
+    problems = list(pod_needs.problems)
+    raw_rank = labels.get(LABEL_RANK)
+    rank = as_int(raw_rank) if raw_rank is not None else completion_index(pod)
+    if raw_rank is not None and rank is None:
+        problems.append(f'label {LABEL_RANK}: "{raw_rank}" is not a rank (a whole number ≥ 0)')
+    raw_size = labels.get(LABEL_GANG_SIZE)
+    size = as_int(raw_size)
+    declared = None
+    if not size:
+        shown = "missing" if raw_size is None else f'"{raw_size}" is not a whole number ≥ 1'
+        problems.append(f"label {LABEL_GANG_SIZE}: {shown}")
+    else:
+        raw_shape = annotations.get(ANNOTATION_GPUS_PER_RANK)
+        shape = _shape(raw_shape, size, problems) if raw_shape is not None else None
+        if shape is None:  # the contract: every rank takes what the pod takes
+            shape = (own_gpus(pod, problems),) * size
+        declared = Declared(size, shape)
+    return Claim(
+        GangId(namespace_of(pod), SOURCE, name),
+        rank,
+        declared=declared,
+        needs=pod_needs.needs,
+        priority=pod_priority(pod),
+        owner=owner_ref(controller_of(pod)),
+        evict_bare=pod_needs.evict_bare,
+        problems=tuple(problems),
+    )

@@ -1,0 +1,79 @@
+"""Kueue pod groups (sigs.k8s.io/kueue v0.17.0 ``pkg/controller/jobs/pod/constants/constants.go``): the label
+``kueue.x-k8s.io/pod-group-name`` names the group, the annotation ``kueue.x-k8s.io/pod-group-total-count`` its
+size. A pod's index is the label ``kueue.x-k8s.io/pod-group-pod-index`` (Kueue's webhook copies it from the
+label the annotation ``kueue.x-k8s.io/pod-group-pod-index-label`` names).
+
+Kueue holds the pods behind its own gates (``kueue.x-k8s.io/admission`` until the group is admitted, and
+``kueue.x-k8s.io/topology`` for TAS flavors): gputopo waits for them (``Member.held_elsewhere``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from gputopo.gangs.annotations import read_needs
+from gputopo.gangs.claims import (
+    Claim,
+    Owners,
+    Raw,
+    annotations_of,
+    as_int,
+    controller_of,
+    labels_of,
+    namespace_of,
+    own_gpus,
+    owner_ref,
+    pod_priority,
+)
+from gputopo.gangs.model import Declared, GangId
+
+__all__ = [
+    "ADMISSION_GATE",
+    "GROUP_NAME_LABEL",
+    "POD_INDEX_LABEL",
+    "POD_INDEX_LABEL_ANNOTATION",
+    "SOURCE",
+    "TOPOLOGY_GATE",
+    "TOTAL_COUNT_ANNOTATION",
+    "claim",
+]
+
+SOURCE: Final = "kueue"
+GROUP_NAME_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
+TOTAL_COUNT_ANNOTATION: Final = "kueue.x-k8s.io/pod-group-total-count"
+POD_INDEX_LABEL: Final = "kueue.x-k8s.io/pod-group-pod-index"
+POD_INDEX_LABEL_ANNOTATION: Final = "kueue.x-k8s.io/pod-group-pod-index-label"
+ADMISSION_GATE: Final = "kueue.x-k8s.io/admission"
+TOPOLOGY_GATE: Final = "kueue.x-k8s.io/topology"
+
+
+def claim(pod: Raw, owners: Owners) -> Claim | None:
+    labels = labels_of(pod)
+    name = labels.get(GROUP_NAME_LABEL, "").strip()
+    if not name:
+        return None
+    annotations = annotations_of(pod)
+    pod_needs = read_needs(annotations)
+    problems = list(pod_needs.problems)
+    rank = as_int(labels.get(POD_INDEX_LABEL))
+    if rank is None and annotations.get(POD_INDEX_LABEL_ANNOTATION):
+        rank = as_int(labels.get(annotations[POD_INDEX_LABEL_ANNOTATION]))
+    raw = annotations.get(TOTAL_COUNT_ANNOTATION)
+    size = as_int(raw)
+    declared = None
+    if not size:
+        shown = "missing" if raw is None else f'"{raw}" is not a whole number ≥ 1'
+        problems.append(f"annotation {TOTAL_COUNT_ANNOTATION}: {shown}")
+    else:
+        declared = Declared(size, (own_gpus(pod, problems),) * size)
+    return Claim(
+        GangId(namespace_of(pod), SOURCE, name),
+        rank,
+        declared=declared,
+        needs=pod_needs.needs,
+        priority=pod_priority(pod),
+        owner=owner_ref(controller_of(pod)),
+        evict_bare=pod_needs.evict_bare,
+        problems=tuple(problems),
+        uniform=declared is not None,
+    )
