@@ -3,6 +3,7 @@
 from typing import Final
 
 __all__ = [
+    "ANNOTATION_GANG",
     "ANNOTATION_GPUS",
     "ANNOTATION_PLACEMENT_GENERATION",
     "API_VERSION",
@@ -30,6 +31,8 @@ LABEL_JOB: Final = "gputopo.io/job"
 LABEL_RANK: Final = "gputopo.io/rank"
 ANNOTATION_GPUS: Final = "gputopo.io/gpus"
 ANNOTATION_PLACEMENT_GENERATION: Final = "gputopo.io/placement-generation"
+# On a pod of a gang gputopo does not own, once steered: "<source>/<name>" of its gang (its namespace is the pod's).
+ANNOTATION_GANG: Final = "gputopo.io/gang"
 
 FIELD_MANAGER_PROBE: Final = "gputopo-probe"
 FIELD_MANAGER_OPERATOR: Final = "gputopo-operator"

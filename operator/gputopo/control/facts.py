@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from gputopo.api.gpus import GpuCountError, pod_gpus
 from gputopo.api.group import (
+    ANNOTATION_GANG,
     ANNOTATION_GPUS,
     ANNOTATION_PLACEMENT_GENERATION,
     LABEL_JOB,
@@ -139,6 +140,12 @@ class PodFacts:
     unschedulable_since: datetime | None = None
     scheduled_at: datetime | None = None  # when kube-scheduler bound it
     created: datetime | None = None
+    gang: str | None = None  # gputopo.io/gang: "<source>/<name>" of a foreign gang that gputopo steered it into
+
+    @property
+    def holder(self) -> str | None:
+        """The name its planned GPUs are held under: its TrainingJob's, or its foreign gang's key name."""
+        return self.job if self.job is not None else self.gang
 
     @property
     def finished(self) -> bool:
@@ -192,6 +199,7 @@ def pod_facts(body: Mapping[str, Any]) -> PodFacts:
         unschedulable_since=unschedulable_since,
         scheduled_at=scheduled_at,
         created=parse_time(meta.get("creationTimestamp")),
+        gang=str(annotations[ANNOTATION_GANG]) if annotations.get(ANNOTATION_GANG) else None,
     )
 
 

@@ -37,11 +37,15 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class QueuedJob:
+    """A job or gang waiting for a plan. ``planner``, when set, plans it instead of the policy on ``request``
+    (a foreign gang of several shapes or parts is more than one request); ``request`` then only describes it."""
+
     key: JobKey
     priority: int
     queued_since: datetime  # creation time: a re-placed job keeps its place in line
     request: Request
     avoid_nodes: frozenset[str] = frozenset()
+    planner: Callable[[Snapshot], Placement | Unplaceable] | None = None
 
     @property
     def name(self) -> str:
@@ -112,7 +116,7 @@ def drain(
                 continue
         view = _without(snapshot, queued.avoid_nodes) if queued.avoid_nodes else snapshot
         start = clock() if clock else 0.0
-        result = place(view, queued.request)
+        result = queued.planner(view) if queued.planner is not None else place(view, queued.request)
         spent = (clock() - start) if clock else 0.0
         if isinstance(result, Placement):
             snapshot = snapshot.reserve(result)

@@ -14,6 +14,8 @@ from datetime import datetime
 from gputopo.api.trainingjob import TrainingJobStatus
 from gputopo.control.actions import JobActions
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
+from gputopo.control.gangactions import GangActions
+from gputopo.control.gangpass import GangInput, GangPass
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.lifecycle import TERMINAL, Config, JobStep, settle, step, unreadable
 from gputopo.control.quarantine import Quarantine
@@ -67,6 +69,7 @@ class PassInput:
     quarantine: Quarantine | None = None
     readings: Sequence[Reading] = ()
     cache: PlacementCache | None = None
+    gangs: GangInput | None = None  # the gangs gputopo places without owning them
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,8 @@ class PassResult:
     wake_at: datetime | None = None
     visible: dict[JobKey, int | None] = field(default_factory=dict)  # for Ledger.prune
     warmed: int = 0  # job shapes the planner decided ahead (nothing to place, nothing busy)
+    gang_actions: list[GangActions] = field(default_factory=list)  # the foreign gangs' writes
+    gang_plans: list[PlannedGang] = field(default_factory=list)  # their new plans, for the ledger
 
 
 def planned_from_status(statuses: Iterable[tuple[JobKey, TrainingJobStatus]]) -> list[PlannedGang]:
@@ -177,6 +182,7 @@ class _PassState:
         self.queued: list[QueuedJob] = []
         self.waiting = [(key, facts.jobs[key]) for key in facts.busy if key in facts.jobs]
         self.handed: set[JobKey] = set()  # placed jobs whose actions went to on_placed
+        self.gangs = GangPass(facts.gangs) if facts.gangs is not None else None
 
     def step_all(self) -> None:
         facts, config, out, now = self.facts, self.rules.config, self.out, self.facts.now
@@ -214,12 +220,24 @@ class _PassState:
                         facts.avoid.get(key, frozenset()) | result.avoid_nodes,
                     )
                 )
+        if self.gangs is not None:
+            self.queued += self.gangs.step_all(facts.view, config, now, facts.busy, facts.avoid)
+            out.visible.update(self.gangs.visible())
+            for key, done in self.gangs.steps.items():
+                if done.avoid_nodes:
+                    out.avoid[key] = done.avoid_nodes
+                if done.restarted is not None:
+                    out.restarts.append(done.restarted)
+                if done.wake_at is not None:
+                    out.wake_at = done.wake_at if out.wake_at is None else min(out.wake_at, done.wake_at)
 
     def snapshot(self) -> Snapshot:
         """The cluster with every plan held: the ledger's and those the statuses record."""
         facts = self.facts
         statuses = [*((k, s.status) for k, s in self.steps.items()), *((k, job.status) for k, job in self.waiting)]
         planned = [*facts.ledger, *planned_from_status(statuses)]
+        if self.gangs is not None:
+            planned += self.gangs.held()
         return build_snapshot(facts.view, planned, self.rules.config.tiers, facts.quarantine, facts.now, facts.cache)
 
     def drain(self) -> None:
@@ -238,6 +256,9 @@ class _PassState:
         key = outcome.queued.key
         if not isinstance(outcome.result, Placement):
             self.out.queue_length += 1
+        if self.gangs is not None and key in self.gangs.steps:
+            self.gangs.settled(key, outcome.result, facts.now)
+            return
         try:
             plan = settle(facts.jobs[key], self.steps[key], outcome.result, facts.now, facts.view, config)
         except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
@@ -255,6 +276,9 @@ class _PassState:
     def report(self) -> None:
         """Each stepped job's phase counted, and its actions (its status when it changed) in the result."""
         out = self.out
+        if self.gangs is not None:
+            out.gang_actions = self.gangs.actions()
+            out.gang_plans = self.gangs.plans
         tried = {outcome.queued.key for outcome in out.outcomes}
         for key, result in self.steps.items():
             phase = str(result.status.phase)

@@ -72,7 +72,7 @@ def used_gpus(view: ClusterView, planned: Iterable[PlannedGang]) -> dict[str, fr
     def hold(node: str, holder: object, gpus: Iterable[int]) -> None:
         held.setdefault(node, {}).setdefault(holder, set()).update(gpus)
 
-    jobs_of = {(p.namespace, p.name): p.job for p in view.pods if p.job is not None}
+    jobs_of = {(p.namespace, p.name): p.holder for p in view.pods if p.holder is not None}
     attributed: set[tuple[str, str]] = set()
     for name, report in view.pod_gpus.items():
         for entry in report.pods:
@@ -82,8 +82,8 @@ def used_gpus(view: ClusterView, planned: Iterable[PlannedGang]) -> dict[str, fr
     for pod in view.pods:
         if not pod.node or not pod.holds_gpus or (pod.namespace, pod.name) in attributed:
             continue
-        if pod.job is not None and pod.planned_gpus is not None:
-            hold(pod.node, (pod.namespace, pod.job), pod.planned_gpus)
+        if pod.holder is not None and pod.planned_gpus is not None:
+            hold(pod.node, (pod.namespace, pod.holder), pod.planned_gpus)
         elif pod.gpus_requested:
             counted[pod.node] = counted.get(pod.node, 0) + pod.gpus_requested
     for plan in planned:

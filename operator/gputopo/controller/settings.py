@@ -71,6 +71,17 @@ class OperatorSettings(BaseSettings):
     node_not_ready_grace_seconds: float = Field(
         default=40.0, ge=0, description="A Node NotReady for longer than this fails the gangs on it."
     )
+    gang_arrival_timeout_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="A foreign gang's plan whose pods have not all been created this long after it was made is let "
+        "go (JobSet, LeaderWorkerSet and MPI launchers create later pods only once the first is placed).",
+    )
+    gangs: bool = Field(
+        default=True,
+        description="Place the gangs gputopo does not own (pods gated by gputopo.io/placement: PodGroups, Jobs, "
+        "JobSets, LeaderWorkerSets, PyTorchJobs, Kueue pod groups, pods labelled gputopo.io/gang).",
+    )
     quarantine_seconds: float = Field(
         default=60.0, ge=0, description="A link, NIC or GPU seen failing is avoided by new plans this long."
     )

@@ -1,0 +1,114 @@
+"""The foreign gangs' part of a pass (pure): each gang stepped, those that want a plan queued beside the
+TrainingJobs (one queue, one snapshot: a gang's plan and a job's never share a GPU), and the answers applied."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from gputopo.control.facts import JobKey
+from gputopo.control.gangactions import GangActions
+from gputopo.control.gangrecords import GangRecord, planned_from_records, status_of
+from gputopo.control.gangstep import GangStep, Phase, settle, step
+from gputopo.control.ledger import PlannedGang
+from gputopo.control.lifecycle import Config
+from gputopo.control.queue import QueuedJob
+from gputopo.control.view import ClusterView
+from gputopo.gangs.model import Gang
+from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable
+
+__all__ = ["GangInput", "GangPass", "GangPlanner"]
+
+# Plans one gang (its ``declared.gpu_ranks``) on a snapshot.
+GangPlanner = Callable[[Snapshot, Gang], Placement | Unplaceable]
+
+
+@dataclass(frozen=True, slots=True)
+class GangInput:
+    """The foreign gangs as the watches show them: each gang read from its pods and owners, each record,
+    each member's body by pod uid (the patches are built from them), and how the pass plans a gang."""
+
+    gangs: Mapping[JobKey, Gang]
+    records: Mapping[JobKey, GangRecord]
+    bodies: Mapping[str, Mapping[str, Any]]
+    planner: GangPlanner
+    arrival_timeout: float = 300.0
+
+
+@dataclass
+class GangPass:
+    """One pass's gang steps and what came of them."""
+
+    given: GangInput
+    steps: dict[JobKey, GangStep] = field(default_factory=dict)
+    plans: list[PlannedGang] = field(default_factory=list)
+
+    def step_all(
+        self,
+        view: ClusterView,
+        config: Config,
+        now: datetime,
+        busy: Collection[JobKey],
+        avoid: Mapping[JobKey, frozenset[str]],
+    ) -> list[QueuedJob]:
+        """Step every gang that is not busy; the queue entries of those that want ranks planned."""
+        given, queued = self.given, []
+        for key in sorted(given.gangs):
+            if key in busy:
+                continue
+            gang = given.gangs[key]
+            done = step(gang, given.records.get(key), given.bodies, view, config, now, given.arrival_timeout)
+            self.steps[key] = done
+            if done.wants_placement:
+                queued.append(self._queued(key, gang, done, avoid.get(key, frozenset()), now))
+        for key, record in given.records.items():
+            if key not in given.gangs and key not in busy and record.ranks:
+                self.steps[key] = _gone(key, record)
+        return queued
+
+    def _queued(self, key: JobKey, gang: Gang, done: GangStep, avoid: frozenset[str], now: datetime) -> QueuedJob:
+        declared = gang.declared
+        assert declared is not None
+        wanted = set(done.wants_ranks)
+        shape = tuple(g if r in wanted else 0 for r, g in enumerate(declared.shape))
+        part = replace(gang, declared=replace(declared, shape=shape))
+        widest = max(shape, default=0)
+        created = [m.created for m in gang.members if m.created is not None]
+        planner = self.given.planner
+        return QueuedJob(
+            key,
+            gang.priority,
+            min(created) if created else now,
+            Request(workers=len(wanted), gpus_per_worker=widest, name=str(gang.id)),
+            avoid | done.avoid_nodes,
+            planner=lambda snapshot: planner(snapshot, part),
+        )
+
+    def held(self) -> list[PlannedGang]:
+        """The plans the gangs' records hold after this pass's steps (a plan a step let go is not held)."""
+        records = [s.record for s in self.steps.values()]
+        records += [r for k, r in self.given.records.items() if k not in self.steps]
+        return planned_from_records(records)
+
+    def settled(self, key: JobKey, result: Placement | Unplaceable, now: datetime) -> None:
+        done = self.steps[key]
+        plan = settle(self.given.gangs[key], done, result, self.given.bodies, now)
+        if plan is not None:
+            self.plans.append(plan)
+
+    def visible(self) -> dict[JobKey, int | None]:
+        """For the ledger: the plan generation each gang's record shows (its plan is held from the record)."""
+        keys = set(self.given.gangs) | set(self.given.records)
+        return {k: (self.given.records[k].generation if k in self.given.records else None) for k in keys}
+
+    def actions(self) -> list[GangActions]:
+        return [s.actions for s in self.steps.values() if s.actions]
+
+
+def _gone(key: JobKey, record: GangRecord) -> GangStep:
+    """A record whose gang has no pod left: its plan is let go."""
+    released = replace(record, ranks=(), phase=Phase.RELEASED, message="no pod of the gang is left")
+    actions = GangActions(key, key[0], record.name, status=status_of(released))
+    return GangStep(actions, released)

@@ -1,0 +1,207 @@
+"""A foreign gang's record: its ``GangPlacement``, as the operator reads it back and writes it.
+
+The record holds the gang's plan (a node and GPUs per rank) from the moment it is made until the gang is gone,
+also for ranks whose pods do not exist yet (a LeaderWorkerSet creates its workers only once the leader is
+placed), so no other plan takes those GPUs meanwhile. Parsing never raises: a field that does not parse reads
+as absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Final
+
+from gputopo.api.group import API_VERSION
+from gputopo.control.facts import JobKey, parse_time
+from gputopo.control.ledger import PlannedGang
+from gputopo.gangs.model import Gang, GangId
+
+__all__ = [
+    "KIND",
+    "PLURAL",
+    "GangRecord",
+    "RankPlan",
+    "planned_from_records",
+    "record_body",
+    "record_facts",
+    "record_name",
+    "status_of",
+]
+
+KIND: Final = "GangPlacement"
+PLURAL: Final = "gangplacements"
+_SOURCES: Final = ("podgroup", "gputopo", "kueue", "jobset", "leaderworkerset", "pytorchjob", "job")
+_NAME_LIMIT: Final = 253
+
+
+@dataclass(frozen=True, slots=True)
+class RankPlan:
+    rank: int
+    node: str
+    gpus: tuple[int, ...]
+    nics: tuple[str, ...] = ()
+    pod: str = ""  # the pod steered there, once one was
+    role: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GangRecord:
+    key: JobKey
+    name: str
+    uid: str = ""
+    phase: str = "Pending"
+    message: str = ""
+    generation: int = 0  # counts the gang's plans
+    ranks: tuple[RankPlan, ...] = ()
+    planned_at: datetime | None = None
+    restarts: int = 0
+    last_restart_reason: str = ""
+    busbw_gbps: float = 0.0
+    bottleneck: str = ""
+    tier: int | None = None
+    missing: tuple[int, ...] = ()
+    released_with: int | None = None  # live members when the plan was released for want of the rest
+
+    @property
+    def plan(self) -> dict[int, RankPlan]:
+        return {r.rank: r for r in self.ranks}
+
+
+def record_name(gang: GangId) -> str:
+    """``<source>-<name>``; a name too long for the API keeps its start and ends in a digest of the whole."""
+    name = f"{gang.source}-{gang.name}"
+    if len(name) <= _NAME_LIMIT:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    return f"{name[: _NAME_LIMIT - 11].rstrip('-.')}-{digest}"
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: Any, default: int = 0) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _rank(raw: Any) -> RankPlan | None:
+    raw = _dict(raw)
+    rank, node = raw.get("rank"), raw.get("node")
+    if not isinstance(rank, int) or rank < 0 or not isinstance(node, str) or not node:
+        return None
+    gpus = raw.get("gpus") if isinstance(raw.get("gpus"), list) else []
+    nics = raw.get("nics") if isinstance(raw.get("nics"), list) else []
+    return RankPlan(
+        rank,
+        node,
+        tuple(g for g in gpus if isinstance(g, int) and g >= 0),
+        tuple(str(n) for n in nics),
+        str(raw.get("pod") or ""),
+        str(raw.get("role") or ""),
+    )
+
+
+def record_facts(body: Mapping[str, Any]) -> GangRecord | None:
+    """The record of one GangPlacement; None when it names no gang (not one of ours to read)."""
+    meta, spec, status = _dict(body.get("metadata")), _dict(body.get("spec")), _dict(body.get("status"))
+    source, gang, namespace = spec.get("source"), spec.get("gang"), meta.get("namespace")
+    if source not in _SOURCES or not isinstance(gang, str) or not gang or not isinstance(namespace, str):
+        return None
+    raw_ranks = status.get("ranks")
+    ranks = tuple(r for r in map(_rank, raw_ranks if isinstance(raw_ranks, list) else []) if r is not None)
+    tier = status.get("tier")
+    raw_missing = status.get("missingRanks")
+    missing: list[Any] = raw_missing if isinstance(raw_missing, list) else []
+    released = status.get("releasedWith")
+    try:
+        busbw = float(status.get("estimatedBusBandwidthGBps") or 0.0)
+    except (TypeError, ValueError):
+        busbw = 0.0
+    return GangRecord(
+        key=JobKey((namespace, f"{source}/{gang}")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        phase=str(status.get("phase") or "Pending"),
+        message=str(status.get("message") or ""),
+        generation=max(0, _int(status.get("generation"))),
+        ranks=ranks,
+        planned_at=parse_time(status.get("plannedAt")),
+        restarts=max(0, _int(status.get("restarts"))),
+        last_restart_reason=str(status.get("lastRestartReason") or ""),
+        busbw_gbps=busbw,
+        bottleneck=str(status.get("bottleneck") or ""),
+        tier=tier if isinstance(tier, int) else None,
+        missing=tuple(r for r in missing if isinstance(r, int)),
+        released_with=released if isinstance(released, int) else None,
+    )
+
+
+def record_body(gang: Gang) -> dict[str, Any]:
+    """The GangPlacement to create for a gang: owned by the gang's owner, so it goes with it."""
+    meta: dict[str, Any] = {"name": record_name(gang.id), "namespace": gang.id.namespace}
+    if gang.owner is not None:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": gang.owner.api_version,
+                "kind": gang.owner.kind,
+                "name": gang.owner.name,
+                "uid": gang.owner.uid,
+            }
+        ]
+    spec: dict[str, Any] = {"source": gang.id.source, "gang": gang.id.name}
+    if gang.declared is not None:
+        spec["size"] = gang.declared.size
+    if gang.owner is not None:
+        spec["owner"] = {
+            "apiVersion": gang.owner.api_version,
+            "kind": gang.owner.kind,
+            "name": gang.owner.name,
+            "uid": gang.owner.uid,
+        }
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": meta, "spec": spec}
+
+
+def status_of(record: GangRecord, **changes: Any) -> dict[str, Any]:
+    """The whole status of ``record`` with ``changes`` (by the record's field names) applied, in API form."""
+    r = replace(record, **changes)
+    return {
+        "phase": r.phase,
+        "message": r.message,
+        "generation": r.generation,
+        "ranks": [
+            {
+                "rank": p.rank,
+                "node": p.node,
+                "gpus": list(p.gpus),
+                **({"nics": list(p.nics)} if p.nics else {}),
+                **({"pod": p.pod} if p.pod else {}),
+                **({"role": p.role} if p.role else {}),
+            }
+            for p in sorted(r.ranks, key=lambda p: p.rank)
+        ],
+        "nodes": sorted({p.node for p in r.ranks}),
+        "estimatedBusBandwidthGBps": round(r.busbw_gbps, 3),
+        "bottleneck": r.bottleneck,
+        "tier": r.tier,
+        "missingRanks": list(r.missing),
+        "restarts": r.restarts,
+        "lastRestartReason": r.last_restart_reason or None,
+        "plannedAt": r.planned_at.isoformat() if r.planned_at else None,
+        "releasedWith": r.released_with,
+    }
+
+
+def planned_from_records(records: Iterable[GangRecord], skip: Sequence[JobKey] = ()) -> list[PlannedGang]:
+    """The plans the records hold, for the snapshot: every rank's GPUs, its pod bound or not."""
+    skipped = set(skip)
+    return [
+        PlannedGang(r.key, r.generation, tuple((p.node, p.gpus) for p in r.ranks))
+        for r in records
+        if r.ranks and r.key not in skipped
+    ]

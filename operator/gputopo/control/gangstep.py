@@ -1,0 +1,328 @@
+"""One pass's step of one gang gputopo does not own: from its pods and its record to what to do (pure).
+
+The gang is planned whole as soon as its size is known and its first pod waits on gputopo's gate alone; the plan
+is recorded before any pod is steered, and held for ranks whose pods do not exist yet. Each pod waiting on the
+gate alone is then pinned to its rank's node and GPUs and let go (kube-scheduler binds it; a PodGroup's gang
+plugin keeps binding all or nothing). Pods held by another scheduler's gate (Kueue's) are left alone until that
+gate is gone. A fault under a placed gang evicts its pods (all of them, or those on the fault when the gang may
+be disrupted one pod at a time) through the Eviction API, so their owner makes them again, gated, and they are
+placed off the fault. Pods nobody makes again (a gang of bare pods) are reported, not evicted, unless the gang
+says otherwise. A plan whose ranks do not all arrive within ``arrival_timeout`` is let go, naming the ranks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from gputopo.api.trainingjob import WorkerPlacement
+from gputopo.control.facts import JobKey
+from gputopo.control.failure import Fault, faults_under
+from gputopo.control.gangactions import Eviction, GangActions, Involved, PodPatch
+from gputopo.control.gangrecords import GangRecord, RankPlan, record_body, record_name, status_of
+from gputopo.control.ledger import PlannedGang
+from gputopo.control.lifecycle import Config
+from gputopo.control.view import ClusterView
+from gputopo.gangs.model import Gang, Member
+from gputopo.gangs.steer import NotGatedError, release_patch, steer_patch
+from gputopo.placement.types import Placement, Unplaceable
+
+__all__ = ["GangStep", "Phase", "involved", "settle", "step"]
+
+
+class Phase:
+    PENDING = "Pending"
+    PLANNED = "Planned"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    UNPLACEABLE = "Unplaceable"
+    REFUSED = "Refused"
+    RELEASED = "Released"
+
+
+@dataclass
+class GangStep:
+    actions: GangActions
+    record: GangRecord  # the record after this step
+    wants_ranks: tuple[int, ...] = ()  # GPU ranks to plan now
+    avoid_nodes: frozenset[str] = frozenset()
+    wake_at: datetime | None = None
+    restarted: str | None = None  # the reason, when this step evicted the gang's pods
+    written: dict[str, Any] | None = field(default=None, repr=False)  # the status as it stands
+
+    @property
+    def wants_placement(self) -> bool:
+        return bool(self.wants_ranks)
+
+
+def involved(gang: Gang) -> Involved:
+    """Whom the gang's Events are about: its owner, or its first pod."""
+    if gang.owner is not None:
+        o = gang.owner
+        return Involved(o.api_version, o.kind, o.name, o.uid)
+    first = min(gang.members, key=lambda m: m.rank, default=None)
+    return Involved("v1", "Pod", first.pod if first else gang.id.name, first.uid if first else "")
+
+
+def _live(gang: Gang) -> dict[int, Member]:
+    return {r: m for r, m in gang.by_rank.items() if not m.deleting and m.phase not in ("Succeeded", "Failed")}
+
+
+def _shape(gang: Gang, rank: int) -> int:
+    declared = gang.declared
+    if declared is not None and rank < len(declared.shape):
+        return declared.shape[rank]
+    member = gang.by_rank.get(rank)
+    return member.gpus if member is not None else 0
+
+
+def _patches(gang: Gang, record: GangRecord, bodies: Mapping[str, Mapping[str, Any]]) -> list[PodPatch]:
+    """Steer each pod waiting on gputopo's gate alone into its rank's plan; let a 0-GPU rank go unpinned."""
+    out: list[PodPatch] = []
+    plan = record.plan
+    for rank, member in sorted(_live(gang).items()):
+        body = bodies.get(member.uid)
+        if not member.gated or member.held_elsewhere or body is None:
+            continue
+        try:
+            if rank in plan:
+                p = plan[rank]
+                ops = steer_patch(body, p.node, p.gpus, record.generation, gang.id)
+            elif _shape(gang, rank) == 0:
+                ops = release_patch(body)
+            else:
+                continue  # its rank is not planned yet
+        except NotGatedError:
+            continue  # the body read says otherwise than the gates read: the next read decides
+        out.append(PodPatch(member.pod, member.uid, tuple(ops)))
+    return out
+
+
+def _with_pods(record: GangRecord, gang: Gang) -> GangRecord:
+    live = _live(gang)
+    ranks = tuple(replace(p, pod=live[p.rank].pod) if p.rank in live else p for p in record.ranks)
+    return replace(record, ranks=ranks)
+
+
+def _faults(
+    record: GangRecord, view: ClusterView, config: Config, now: datetime
+) -> tuple[list[Fault], datetime | None]:
+    workers = [WorkerPlacement(rank=p.rank, node=p.node, gpus=list(p.gpus), nics=list(p.nics)) for p in record.ranks]
+    return faults_under(workers, view.topologies, view.nodes, now, config.not_ready_grace)
+
+
+def step(
+    gang: Gang,
+    record: GangRecord | None,
+    bodies: Mapping[str, Mapping[str, Any]],
+    view: ClusterView,
+    config: Config,
+    now: datetime,
+    arrival_timeout: float,
+) -> GangStep:
+    """What to do for ``gang`` now; ``bodies`` are its pods' bodies by uid (a patch is built from the pod)."""
+    key = JobKey(gang.id.key)
+    before = record or GangRecord(key, record_name(gang.id))
+    actions = GangActions(key, gang.id.namespace, before.name, record=record_body(gang) if record is None else None)
+    result = _decide(gang, before, bodies, view, config, now, arrival_timeout, actions)
+    result.record = _with_pods(result.record, gang)
+    status = status_of(result.record)
+    if record is None or status != status_of(record):
+        actions.status = status
+    _announce(gang, before, result.record, actions)
+    return result
+
+
+def _decide(
+    gang: Gang,
+    rec: GangRecord,
+    bodies: Mapping[str, Mapping[str, Any]],
+    view: ClusterView,
+    config: Config,
+    now: datetime,
+    arrival_timeout: float,
+    actions: GangActions,
+) -> GangStep:
+    if gang.problems:
+        message = "; ".join(gang.problems)
+        return GangStep(actions, replace(rec, phase=Phase.REFUSED, message=message, ranks=(), missing=()))
+    declared = gang.declared
+    if declared is None:
+        why = "its size is not known yet (its owner is not read yet, or does not say)"
+        return GangStep(actions, replace(rec, phase=Phase.PENDING, message=why))
+    live = _live(gang)
+    if rec.ranks and gang.members and all(m.phase in ("Succeeded", "Failed") for m in gang.members):
+        ended = replace(rec, phase=Phase.RELEASED, message="every pod of the gang has ended", ranks=())
+        return GangStep(actions, ended)
+    if rec.ranks:
+        faults, recheck = _faults(rec, view, config, now)
+        if faults:
+            return _fault(gang, rec, faults, actions)
+        return _held(gang, rec, bodies, now, arrival_timeout, actions, recheck)
+    if not live:
+        if rec.phase in (Phase.RESTARTING, Phase.RELEASED):
+            return GangStep(actions, rec)  # evicted (their owner makes them again), or ended
+        return GangStep(actions, replace(rec, phase=Phase.PENDING, message="no pod of the gang exists", missing=()))
+    if rec.phase == Phase.RELEASED and rec.released_with == len(live):
+        return GangStep(actions, rec)  # the same pods as when the plan was let go: wait for the rest
+    held = sorted({g for m in live.values() for g in m.held_elsewhere})
+    if held:
+        why = f"waiting for {', '.join(held)} to be removed before planning"
+        return GangStep(actions, replace(rec, phase=Phase.PENDING, message=why))
+    actions.patches = _patches(gang, rec, bodies)  # 0-GPU ranks go at once
+    return GangStep(actions, rec, wants_ranks=declared.gpu_ranks)
+
+
+def _held(
+    gang: Gang,
+    rec: GangRecord,
+    bodies: Mapping[str, Mapping[str, Any]],
+    now: datetime,
+    arrival_timeout: float,
+    actions: GangActions,
+    recheck: datetime | None,
+) -> GangStep:
+    declared = gang.declared
+    assert declared is not None
+    live = _live(gang)
+    plan = rec.plan
+    unplanned = tuple(r for r in declared.gpu_ranks if r not in plan)
+    missing = gang.missing()
+    if missing and rec.planned_at is not None and now - rec.planned_at >= timedelta(seconds=arrival_timeout):
+        names = ", ".join(map(str, missing))
+        why = f"ranks {names} did not arrive within {int(arrival_timeout)}s of the plan: its GPUs are let go"
+        released = replace(rec, phase=Phase.RELEASED, message=why, ranks=(), missing=missing, released_with=len(live))
+        return GangStep(actions, released)
+    actions.patches = _patches(gang, rec, bodies)
+    wake = recheck
+    if missing and rec.planned_at is not None:
+        due = rec.planned_at + timedelta(seconds=arrival_timeout)
+        wake = due if wake is None else min(wake, due)
+    bound = all(live.get(r) is not None and live[r].node for r in declared.gpu_ranks)
+    if unplanned:
+        phase, why = Phase.RESTARTING if rec.restarts else Phase.PLANNED, f"planning ranks {_list(unplanned)}"
+    elif bound and not missing:
+        phase, why = Phase.RUNNING, ""
+    else:
+        phase = Phase.PLANNED
+        why = f"waiting for ranks {_list(missing)} to be created" if missing else "waiting for kube-scheduler to bind"
+    waiting_for = tuple(r for r in unplanned if r in live)
+    record = replace(rec, phase=phase, message=why, missing=missing)
+    return GangStep(actions, record, wants_ranks=waiting_for, wake_at=wake)
+
+
+def _list(ranks: tuple[int, ...]) -> str:
+    return ", ".join(map(str, ranks))
+
+
+def _fault(gang: Gang, rec: GangRecord, faults: list[Fault], actions: GangActions) -> GangStep:
+    """Evict the pods the faults hit (or all, by the gang's disruption mode) so their owner makes them again."""
+    kinds = sorted({str(f.kind) for f in faults})
+    detail = "; ".join(str(f) for f in faults)
+    nodes = frozenset(f.node for f in faults)
+    hit = {p.rank for p in rec.ranks if p.node in nodes}
+    live = _live(gang)
+    steered = {r: m for r, m in live.items() if not m.gated}
+    if not steered:  # nothing runs there yet: plan the gang again, off the fault
+        return GangStep(actions, replace(rec, ranks=(), phase=Phase.PENDING, message=detail), avoid_nodes=nodes)
+    if gang.owner is None and not gang.evict_bare:
+        why = (
+            f"fault under the gang ({detail}); its pods are bare (nobody would make them again), so they are not "
+            'evicted: set the annotation gputopo.io/evict-bare-pods: "true" to have them evicted'
+        )
+        return GangStep(actions, replace(rec, message=why))
+    everything = gang.disruption == "all"
+    ranks = set(steered) if everything else hit
+    for rank in sorted(ranks & set(steered)):
+        member = steered[rank]
+        actions.evictions.append(Eviction(member.pod, member.uid))
+    kept = () if everything else tuple(p for p in rec.ranks if p.rank not in hit)
+    reason = ",".join(kinds)
+    record = replace(
+        rec,
+        ranks=kept,
+        phase=Phase.RESTARTING,
+        message=f"evicted ranks {_list(tuple(sorted(ranks)))}: {detail}",
+        restarts=rec.restarts + 1,
+        last_restart_reason=reason,
+    )
+    return GangStep(actions, record, avoid_nodes=nodes, restarted=reason)
+
+
+def settle(
+    gang: Gang,
+    done: GangStep,
+    result: Placement | Unplaceable,
+    bodies: Mapping[str, Mapping[str, Any]],
+    now: datetime,
+) -> PlannedGang | None:
+    """Apply the queue's answer for the ranks ``done`` asked for: the plan recorded and the pods steered into it,
+    or the reason nothing fits. Returns the plan to hold in the ledger."""
+    rec, actions = done.record, done.actions
+    if isinstance(result, Unplaceable):
+        record = replace(rec, phase=Phase.UNPLACEABLE, message=result.reason)
+        _rewrite(gang, rec, record, actions)
+        done.record = record
+        return None
+    new = {w.rank: RankPlan(w.rank, w.node, tuple(w.gpus), tuple(w.nics)) for w in result.workers}
+    kept = tuple(p for p in rec.ranks if p.rank not in new)
+    record = replace(
+        rec,
+        ranks=tuple(sorted((*kept, *new.values()), key=lambda p: p.rank)),
+        generation=rec.generation + 1,
+        planned_at=now,
+        phase=Phase.PLANNED,
+        message="",
+        missing=gang.missing(),
+        busbw_gbps=result.busbw_gbps,
+        bottleneck=result.bottleneck,
+        tier=result.tier,
+        released_with=None,
+    )
+    record = _with_pods(record, gang)
+    actions.patches = _patches(gang, record, bodies)
+    actions.placed = True
+    _rewrite(gang, rec, record, actions)
+    done.record = record
+    nodes = sorted({p.node for p in record.ranks})
+    actions.event(
+        involved(gang),
+        "Normal",
+        "GangPlaced",
+        f"{gang.id.source} gang {gang.id.name}: {len(new)} ranks planned on {', '.join(nodes)}, "
+        f"estimated bus bandwidth {result.busbw_gbps:.1f} GB/s ({result.bottleneck})",
+    )
+    return PlannedGang(done.actions.key, record.generation, tuple((p.node, p.gpus) for p in record.ranks), now)
+
+
+def _rewrite(gang: Gang, before: GangRecord, after: GangRecord, actions: GangActions) -> None:
+    status = status_of(after)
+    if actions.status is not None or status != status_of(before):
+        actions.status = status
+    if after.phase == Phase.UNPLACEABLE and (before.phase, before.message) != (after.phase, after.message):
+        actions.event(involved(gang), "Warning", "GangUnplaceable", after.message)
+
+
+_ANNOUNCED: dict[str, tuple[Literal["Normal", "Warning"], str]] = {
+    Phase.REFUSED: ("Warning", "GangRefused"),
+    Phase.RELEASED: ("Warning", "GangIncomplete"),
+    Phase.RESTARTING: ("Warning", "GangRestarting"),
+    Phase.RUNNING: ("Normal", "GangRunning"),
+}
+
+
+def _announce(gang: Gang, before: GangRecord, after: GangRecord, actions: GangActions) -> None:
+    """An Event on the owner when the gang's phase changes to one a user wants to hear of (or a fault that is
+    only reported changes)."""
+    changed = (before.phase, before.message) != (after.phase, after.message)
+    if not changed:
+        return
+    note = _ANNOUNCED.get(after.phase)
+    if note is not None and (before.phase != after.phase or after.phase != Phase.RUNNING):
+        if after.phase == Phase.RESTARTING and before.restarts == after.restarts:
+            return  # still restarting: said when it started
+        actions.event(involved(gang), note[0], note[1], after.message or f"all ranks of {gang.id.name} are bound")
+    elif after.message.startswith("fault under the gang"):
+        actions.event(involved(gang), "Warning", "GangFaultNotEvicted", after.message)

@@ -1,0 +1,238 @@
+"""Foreign gangs in the control pass, on plain data: planned whole from the first pod, the plan held for ranks not
+created yet, the pods steered into it, a plan let go when ranks never come, faults evicting by disruption mode,
+bare pods reported, refused and unplaceable gangs, other schedulers' gates respected."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from control_builders import at, cluster
+from pass_builders import CONFIG
+
+from gputopo.api.nodetopology import LinkState
+from gputopo.control.facts import JobKey
+from gputopo.control.gangactions import GangActions
+from gputopo.control.gangpass import GangInput
+from gputopo.control.gangrecords import GangRecord, record_facts
+from gputopo.control.reconcile import PassInput, PassResult, PassRules, run_pass
+from gputopo.control.view import ClusterView
+from gputopo.gangs.model import GATE, Declared, Gang, GangId, Member, OwnerRef
+from gputopo.placement import place
+from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable, WorkerAssignment
+
+OWNER = OwnerRef("batch/v1", "Job", "train", "job-uid")
+GANG = GangId("team", "job", "train")
+KEY = JobKey(GANG.key)
+
+
+def planner(snapshot: Snapshot, gang: Gang) -> Placement | Unplaceable:
+    """The engine on the gang's GPU ranks (one shape), its workers renumbered to the gang's ranks."""
+    assert gang.declared is not None
+    ranks = gang.declared.gpu_ranks
+    result = place(snapshot, Request(workers=len(ranks), gpus_per_worker=gang.declared.shape[ranks[0]]))
+    if isinstance(result, Unplaceable):
+        return result
+    workers = tuple(WorkerAssignment(ranks[w.rank], w.node, w.gpus, w.nics) for w in result.workers)
+    return replace(result, workers=workers)
+
+
+def member(rank: int, gpus: int = 8, gates: Sequence[str] = (GATE,), node: str | None = None, **kw: Any) -> Member:
+    return Member(f"train-{rank}-x{rank}", f"uid-{rank}", rank, gpus, tuple(gates), node, created=at(0), **kw)
+
+
+def body(m: Member) -> dict[str, Any]:
+    return {
+        "metadata": {"name": m.pod, "namespace": "team", "uid": m.uid},
+        "spec": {
+            "schedulingGates": [{"name": g} for g in m.gates],
+            "containers": [{"name": "w", "resources": {"limits": {"nvidia.com/gpu": str(m.gpus)}}}],
+        },
+    }
+
+
+def gang(*members: Member, size: int = 2, gpus: int = 8, **kw: Any) -> Gang:
+    shape = kw.pop("shape", (gpus,) * size)
+    return Gang(GANG, Declared(size, shape), tuple(members), owner=kw.pop("owner", OWNER), **kw)
+
+
+def run(
+    gangs: Sequence[Gang],
+    view: ClusterView,
+    records: Mapping[JobKey, GangRecord] = {},
+    now: float = 10.0,
+    timeout: float = 300.0,
+) -> PassResult:
+    bodies = {m.uid: body(m) for g in gangs for m in g.members}
+    given = GangInput({JobKey(g.id.key): g for g in gangs}, records, bodies, planner, timeout)
+    return run_pass(PassInput({}, {}, view, at(now), gangs=given), PassRules(CONFIG, place))
+
+
+def actions(result: PassResult, key: JobKey = KEY) -> GangActions:
+    return next(a for a in result.gang_actions if a.key == key)
+
+
+def recorded(result: PassResult, key: JobKey = KEY, uid: str = "rec-uid") -> GangRecord:
+    """The record as the watch would read it back after the pass's writes."""
+    a = actions(result, key)
+    assert a.status is not None
+    meta = {"name": a.record_name, "namespace": key[0], "uid": uid}
+    source, name = key[1].split("/", 1)
+    found = record_facts({"metadata": meta, "spec": {"source": source, "gang": name}, "status": a.status})
+    assert found is not None
+    return found
+
+
+def two_nodes() -> ClusterView:
+    return cluster().node("n0").node("n1", leaf="leaf-a").view()
+
+
+def test_planned_whole_when_the_first_pod_arrives_and_only_it_is_steered() -> None:
+    result = run([gang(member(0))], two_nodes())
+    a = actions(result)
+    assert a.record is not None and a.record["spec"] == {
+        "source": "job",
+        "gang": "train",
+        "size": 2,
+        "owner": {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid"},
+    }
+    assert a.record["metadata"]["ownerReferences"][0]["uid"] == "job-uid"
+    record = recorded(result)
+    assert record.phase == "Planned" and record.generation == 1
+    assert sorted(p.node for p in record.ranks) == ["n0", "n1"]
+    assert all(len(p.gpus) == 8 for p in record.ranks)
+    assert [p.name for p in a.patches] == ["train-0-x0"]
+    assert record.missing == (1,)
+    assert [len(p.workers) for p in result.gang_plans] == [2]
+
+
+def test_a_later_member_is_steered_into_the_held_plan_without_planning_again() -> None:
+    first = run([gang(member(0))], two_nodes())
+    record = recorded(first)
+    rank1 = record.plan[1]
+    result = run([gang(member(0, gates=(), node=record.plan[0].node), member(1))], two_nodes(), {KEY: record})
+    a = actions(result)
+    assert [p.name for p in a.patches] == ["train-1-x1"]
+    ops = a.patches[0].ops
+    assert any(rank1.node in str(op.get("value")) for op in ops)
+    assert not result.gang_plans and result.queue_length == 0
+
+
+def test_the_held_plan_keeps_its_gpus_from_other_gangs_until_its_ranks_arrive() -> None:
+    record = recorded(run([gang(member(0))], two_nodes()))
+    other_id = GangId("team", "job", "other")
+    other = Gang(other_id, Declared(1, (8,)), (replace(member(0), pod="other-0", uid="o0"),), owner=OWNER)
+    result = run([gang(member(0)), other], two_nodes(), {KEY: record})
+    b = actions(result, JobKey(other_id.key))
+    assert b.status is not None and b.status["phase"] == "Unplaceable"
+    assert any(e.reason == "GangUnplaceable" for _, e in b.events)
+
+
+def test_a_plan_whose_ranks_never_arrive_is_let_go_naming_them() -> None:
+    record = recorded(run([gang(member(0))], two_nodes(), now=10))
+    result = run([gang(member(0, gates=(), node="n0"))], two_nodes(), {KEY: record}, now=10 + 301)
+    released = recorded(result)
+    assert released.phase == "Released" and released.ranks == () and released.missing == (1,)
+    assert "ranks 1 did not arrive" in released.message
+    assert any(e.reason == "GangIncomplete" for _, e in actions(result).events)
+    # the same pods a pass later: not planned again, until another arrives
+    again = run([gang(member(0, gates=(), node="n0"))], two_nodes(), {KEY: released}, now=10 + 302)
+    assert not again.gang_plans
+
+
+def test_before_the_timeout_the_pass_asks_to_look_again_when_it_is_due() -> None:
+    record = recorded(run([gang(member(0))], two_nodes(), now=10))
+    result = run([gang(member(0, gates=(), node="n0"))], two_nodes(), {KEY: record}, now=20)
+    assert result.wake_at == at(10 + 300)
+
+
+def _running(disruption: str = "all", owner: OwnerRef | None = OWNER, **kw: Any) -> tuple[Gang, GangRecord]:
+    record = recorded(run([gang(member(0))], two_nodes()))
+    members = [member(r, gates=(), node=record.plan[r].node, phase="Running") for r in (0, 1)]
+    return gang(*members, disruption=disruption, owner=owner, **kw), record
+
+
+def test_a_link_fault_evicts_every_pod_of_an_all_disruption_gang() -> None:
+    g, record = _running("all")
+    node = record.plan[0].node
+    view = cluster().node("n0").node("n1").link(node, 0, 1, LinkState.DOWN).view()
+    result = run([g], view, {KEY: record})
+    a = actions(result)
+    assert sorted(e.name for e in a.evictions) == ["train-0-x0", "train-1-x1"]
+    after = recorded(result)
+    assert after.phase == "Restarting" and after.restarts == 1 and after.ranks == ()
+    assert after.last_restart_reason == "LinkDown"
+    assert result.avoid[KEY] == frozenset({node})
+    assert result.restarts == ["LinkDown"]
+    assert any(e.reason == "GangRestarting" for _, e in a.events)
+
+
+def test_a_single_disruption_gang_loses_only_the_pod_on_the_fault() -> None:
+    g, record = _running("single")
+    node = record.plan[1].node
+    view = cluster().node("n0").node("n1").link(node, 0, 1, LinkState.DOWN).view()
+    after_fault = run([g], view, {KEY: record})
+    assert [e.name for e in actions(after_fault).evictions] == ["train-1-x1"]
+    kept = recorded(after_fault)
+    assert [p.rank for p in kept.ranks] == [0]
+    # its owner makes rank 1 again, gated: only rank 1 is planned, off the fault
+    replacement = replace(member(1), pod="train-1-y", uid="uid-1b")
+    g2 = replace(g, members=(g.members[0], replacement))
+    view3 = cluster().node("n0").node("n1").node("n2").link(node, 0, 1, LinkState.DOWN).view()
+    replanned = run([g2], view3, {KEY: kept})
+    plan = recorded(replanned).plan
+    assert plan[0] == kept.plan[0] and plan[1].node not in (node,)
+    assert [p.name for p in actions(replanned).patches] == ["train-1-y"]
+
+
+def test_bare_pods_are_reported_not_evicted_unless_the_gang_says_so() -> None:
+    g, record = _running(owner=None)
+    view = cluster().node("n0").node("n1").link(record.plan[0].node, 0, 1, LinkState.DOWN).view()
+    reported = run([g], view, {KEY: record})
+    assert not actions(reported).evictions
+    assert "gputopo.io/evict-bare-pods" in recorded(reported).message
+    assert any(e.reason == "GangFaultNotEvicted" for _, e in actions(reported).events)
+    evicted = run([replace(g, evict_bare=True)], view, {KEY: record})
+    assert len(actions(evicted).evictions) == 2
+
+
+def test_a_refused_gang_is_not_planned_and_its_reason_names_the_annotation() -> None:
+    why = 'annotation gputopo.io/min-bus-bandwidth: "fast" is not a number of GB/s'
+    result = run([gang(member(0), problems=(why,))], two_nodes())
+    a = actions(result)
+    assert a.status is not None and a.status["phase"] == "Refused" and why in a.status["message"]
+    assert not a.patches and not result.gang_plans
+    assert any(e.reason == "GangRefused" for _, e in a.events)
+
+
+def test_pods_held_by_another_schedulers_gate_are_left_alone() -> None:
+    result = run([gang(member(0, gates=("kueue.x-k8s.io/admission", GATE)))], two_nodes())
+    a = actions(result)
+    assert not a.patches and not result.gang_plans
+    assert a.status is not None and "kueue.x-k8s.io/admission" in a.status["message"]
+
+
+def test_a_zero_gpu_launcher_is_let_go_unpinned_and_only_workers_are_planned() -> None:
+    launcher = member(0, gpus=0)
+    result = run([gang(launcher, member(1), size=3, shape=(0, 8, 8))], two_nodes())
+    record = recorded(result)
+    assert sorted(record.plan) == [1, 2]
+    names = [p.name for p in actions(result).patches]
+    assert sorted(names) == ["train-0-x0", "train-1-x1"]
+    launcher_ops = next(p.ops for p in actions(result).patches if p.name == "train-0-x0")
+    assert not any("affinity" in str(op.get("path")) for op in launcher_ops)
+
+
+def test_a_gang_larger_than_the_cluster_is_unplaceable_with_the_reason() -> None:
+    result = run([gang(member(0), size=3)], two_nodes())
+    a = actions(result)
+    assert a.status is not None and a.status["phase"] == "Unplaceable" and a.status["message"]
+    assert not a.patches
+
+
+def test_a_record_whose_pods_are_all_gone_lets_its_plan_go() -> None:
+    record = recorded(run([gang(member(0))], two_nodes()))
+    result = run([], two_nodes(), {KEY: record})
+    a = actions(result)
+    assert a.status is not None and a.status["ranks"] == [] and a.status["phase"] == "Released"
