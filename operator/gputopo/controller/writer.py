@@ -55,6 +55,12 @@ class Writer:
             self._gate = PriorityGate(max(1, self.api_concurrency // JOB_CONCURRENCY_SHARE))
         return self._gate
 
+    @property
+    def gate(self) -> PriorityGate:
+        """The gate the jobs' writes share, for other writes that share the API concurrency with them (gangs
+        gputopo does not own: ``gangwriter.write_gang``)."""
+        return self._slots()
+
     async def write(
         self, actions: JobActions, job: JobFacts, priority: Priority, turn: Turn | None, since: float
     ) -> Written:

@@ -14,9 +14,9 @@ import base64
 import json
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, Protocol
 from urllib.parse import quote
 
 import aiohttp
@@ -28,11 +28,51 @@ from gputopo.api.nodetopology import NodeTopology
 from gputopo.api.trainingjob import TrainingJobStatus
 from gputopo.kube.errors import AlreadyExistsError, ApiError, ConflictError, KubeconfigError, NotFoundError
 
-__all__ = ["KubeClient", "load_configuration", "status_patch"]
+__all__ = [
+    "GANG_PLACEMENT_GROUP",
+    "GANG_PLACEMENT_PLURAL",
+    "GANG_PLACEMENT_VERSION",
+    "EvictionOutcome",
+    "InvolvedObject",
+    "KubeClient",
+    "gang_placement_path",
+    "load_configuration",
+    "status_patch",
+]
 
 JSON = "application/json"
 MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+# The GangPlacement records of gangs gputopo places without owning them (namespaced, with a status subresource).
+GANG_PLACEMENT_GROUP = "gputopo.io"
+GANG_PLACEMENT_VERSION = "v1alpha1"
+GANG_PLACEMENT_PLURAL = "gangplacements"
+
+# What became of an eviction: done (or under way), the pod already gone, or refused by a PodDisruptionBudget.
+EvictionOutcome = Literal["evicted", "gone", "blocked"]
 _CLEARABLE = ("placement", "startTime", "completionTime", "lastRestartTime")
+
+
+class InvolvedObject(Protocol):
+    """What an Event is about: any object, named by its apiVersion, kind, name and uid (its namespace is the
+    Event's)."""
+
+    @property
+    def api_version(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+
+
+class _TrainingJob:
+    __slots__ = ("api_version", "kind", "name", "uid")
+
+    def __init__(self, name: str, uid: str) -> None:
+        self.api_version, self.kind, self.name, self.uid = f"{GROUP}/{VERSION}", "TrainingJob", name, uid
 
 
 def load_configuration(kubeconfig: str | None = None) -> k8s.Configuration:
@@ -107,6 +147,25 @@ def _path(*parts: str) -> str:
     return "/" + "/".join(quote(part, safe="") for part in parts)
 
 
+def gang_placement_path(namespace: str, name: str | None = None, *sub: str) -> str:
+    """The path of a GangPlacement (or, without ``name``, of a namespace's GangPlacements)."""
+    where = ("namespaces", namespace, GANG_PLACEMENT_PLURAL, *((name, *sub) if name else ()))
+    return "/apis" + _path(GANG_PLACEMENT_GROUP, GANG_PLACEMENT_VERSION, *where)
+
+
+def _test_failed(exc: ApiError) -> bool:
+    """Whether a refused JSON patch was refused for one of its ``test`` ops: kube-apiserver answers 422 Invalid
+    with the message "the server rejected our request due to an error in our request" ... "testing value ..."
+    ."""
+    return exc.status == 422 and "test" in str(exc).lower() and "failed" in str(exc).lower()
+
+
+def _budget_refused(exc: ApiError) -> bool:
+    """Whether a refused eviction was refused by a PodDisruptionBudget (429, "... would violate the pod's
+    disruption budget"), not by the API server's own throttling (also 429)."""
+    return exc.status == 429 and "disruption budget" in str(exc).lower()
+
+
 def _job_path(namespace: str, name: str, *sub: str) -> str:
     return "/apis" + _path(GROUP, VERSION, "namespaces", namespace, "trainingjobs", name, *sub)
 
@@ -159,7 +218,7 @@ class KubeClient:
         method: str,
         path: str,
         *,
-        body: dict[str, Any] | None = None,
+        body: dict[str, Any] | list[dict[str, Any]] | None = None,
         content_type: str = JSON,
         params: dict[str, str] | None = None,
     ) -> dict[str, Any]:
@@ -187,6 +246,17 @@ class KubeClient:
     async def get(self, what: str, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
         """A GET, e.g. one page of a list (``limit`` and ``continue`` in ``params``)."""
         return await self._request(what, "GET", path, params=params)
+
+    async def serves(self, group: str, version: str, plural: str) -> bool:
+        """Whether the API server serves ``plural`` in ``group/version`` now (its discovery document lists it):
+        False for a CRD not installed, or an API not enabled in this Kubernetes. Other errors raise."""
+        path = "/api/v1" if not group else "/apis" + _path(group, version)
+        try:
+            document = await self.get(f"discover {group or 'core'}/{version}", path)
+        except NotFoundError:
+            return False
+        resources = document.get("resources")
+        return any(isinstance(r, dict) and r.get("name") == plural for r in resources or ())
 
     async def get_node_topology(self, name: str) -> dict[str, Any]:
         """The NodeTopology named after a node; NotFoundError when there is none."""
@@ -278,6 +348,84 @@ class KubeClient:
             body={"gracePeriodSeconds": grace_seconds, "propagationPolicy": "Background"},
         )
 
+    async def patch_pod_json(self, namespace: str, name: str, ops: Sequence[dict[str, Any]]) -> bool:
+        """Apply a JSON patch (RFC 6902) to a pod; True when applied. False when the pod is gone or one of the
+        patch's ``test`` ops failed (the pod changed meanwhile: nothing was applied); other refusals raise."""
+        try:
+            await self._request(
+                f"patch Pod {namespace}/{name}",
+                "PATCH",
+                _core_path(namespace, "pods", name),
+                body=list(ops),
+                content_type=JSON_PATCH,
+                params={"fieldManager": FIELD_MANAGER_OPERATOR},
+            )
+        except (NotFoundError, ConflictError):
+            return False
+        except ApiError as exc:
+            if _test_failed(exc):
+                return False
+            raise
+        return True
+
+    async def evict_pod(
+        self, namespace: str, name: str, grace_seconds: int | None, *, uid: str | None = None
+    ) -> EvictionOutcome:
+        """Evict a pod through the Eviction API, so its PodDisruptionBudgets are honoured. "blocked": a budget
+        allows no disruption now (try again later); "gone": no such pod, or (with ``uid``) not the pod meant."""
+        options: dict[str, Any] = {}
+        if grace_seconds is not None:
+            options["gracePeriodSeconds"] = grace_seconds
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+            **({"deleteOptions": options} if options else {}),
+        }
+        path = _core_path(namespace, "pods", name) + "/eviction"
+        try:
+            await self._request(f"evict Pod {namespace}/{name}", "POST", path, body=body)
+        except (NotFoundError, ConflictError):
+            return "gone"
+        except ApiError as exc:
+            if _budget_refused(exc):
+                return "blocked"
+            raise
+        return "evicted"
+
+    # -- GangPlacements ---------------------------------------------------------------------------------------
+
+    async def create_gang_placement(self, body: dict[str, Any]) -> bool:
+        """Create a gang's GangPlacement unless it exists; True when this call created it."""
+        meta = body["metadata"]
+        api_version = f"{GANG_PLACEMENT_GROUP}/{GANG_PLACEMENT_VERSION}"
+        full = {"apiVersion": api_version, "kind": "GangPlacement", **body}
+        return await self._create(GANG_PLACEMENT_PLURAL, "GangPlacement", full, gang_placement_path(meta["namespace"]))
+
+    async def write_gang_placement_status(self, namespace: str, name: str, status: dict[str, Any]) -> str:
+        """Write a GangPlacement's status (a merge patch of the status subresource: a field None in ``status`` is
+        removed, a list replaced); returns the new resourceVersion. NotFoundError when there is no such record."""
+        result = await self._request(
+            f"status of GangPlacement {namespace}/{name}",
+            "PATCH",
+            gang_placement_path(namespace, name, "status"),
+            body={"status": status},
+            content_type=MERGE,
+            params={"fieldManager": FIELD_MANAGER_OPERATOR},
+        )
+        return str((result.get("metadata") or {}).get("resourceVersion", ""))
+
+    async def delete_gang_placement(self, namespace: str, name: str) -> None:
+        await self._request_unless(
+            NotFoundError,
+            f"delete GangPlacement {namespace}/{name}",
+            "DELETE",
+            gang_placement_path(namespace, name),
+            body={"propagationPolicy": "Background"},
+        )
+
     # -- ResourceClaims ---------------------------------------------------------------------------------------
 
     async def create_claim(self, body: dict[str, Any]) -> bool:
@@ -297,17 +445,22 @@ class KubeClient:
     # -- events -----------------------------------------------------------------------------------------------
 
     async def event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
+        """An Event on the TrainingJob ``namespace/name``."""
+        await self.event_on(namespace, _TrainingJob(name, uid), type_, reason, message)
+
+    async def event_on(self, namespace: str, involved: InvolvedObject, type_: str, reason: str, message: str) -> None:
+        """An Event on any object of ``namespace``: a gang's owner (a Job, a JobSet, ...) or a pod."""
         now = datetime.now(UTC)
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": namespace},
+            "metadata": {"name": f"{involved.name}.{time.time_ns():x}", "namespace": namespace},
             "involvedObject": {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "TrainingJob",
-                "name": name,
+                "apiVersion": involved.api_version,
+                "kind": involved.kind,
+                "name": involved.name,
                 "namespace": namespace,
-                "uid": uid,
+                "uid": involved.uid,
             },
             "type": type_,
             "reason": reason,
@@ -319,7 +472,8 @@ class KubeClient:
             "lastTimestamp": now.isoformat(),
             "count": 1,
         }
-        await self._request(f"event on {namespace}/{name}", "POST", _core_path(namespace, "events"), body=body)
+        what = f"event on {involved.kind} {namespace}/{involved.name}"
+        await self._request(what, "POST", _core_path(namespace, "events"), body=body)
 
     # -- the operator's own objects ---------------------------------------------------------------------------
 

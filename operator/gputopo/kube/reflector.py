@@ -24,8 +24,9 @@ __all__ = ["Parse", "Reflector", "Rhythm"]
 logger = logging.getLogger("gputopo.kube")
 
 V = TypeVar("V")
-# (name, the object, what was kept for it before) -> what to keep now
-Parse = Callable[[str, Mapping[str, Any], V | None], V]
+# (name, the object, what was kept for it before) -> what to keep now; None: keep nothing for it (an object the
+# watch has no use for, e.g. a pod that is no gang's: dropped if it was kept before)
+Parse = Callable[[str, Mapping[str, Any], V | None], V | None]
 
 
 class _GoneError(KubeError):
@@ -93,6 +94,8 @@ class Reflector(Generic[V]):
         except Exception:  # one odd object must never stop the watch
             logger.exception("%s %s: could not be read; keeping what was known", self.kind, name)
             return False
+        if value is None:
+            return self._drop(name)
         self.items[name] = value
         return before is None or value != before
 

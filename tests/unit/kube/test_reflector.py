@@ -164,3 +164,35 @@ def test_a_namespaced_kind_keeps_objects_of_one_name_in_two_namespaces_apart() -
     )
     asyncio.run(play(api, reflector))
     assert reflector.items == {"b/llm-0-g1": "2"}
+
+
+def test_what_the_parse_has_no_use_for_is_never_kept_and_is_let_go_when_it_stops_mattering() -> None:
+    def wanted(name: str, o: Mapping[str, Any], before: str | None) -> str | None:
+        value = str(o["data"]["v"])
+        return None if value.startswith("skip") else value
+
+    api = ScriptedApi(
+        lists=[[page([obj("a", "1"), obj("b", "skip")], "10")]],
+        watches=[
+            [
+                {"type": "MODIFIED", "object": obj("a", "skip now", "11")},  # kept before: let go
+                {"type": "MODIFIED", "object": obj("b", "2", "12")},  # wanted now: kept
+                {"type": "ADDED", "object": obj("c", "skip", "13")},  # never kept
+            ]
+        ],
+    )
+    deleted: list[str] = []
+    changes: list[int] = []
+    reflector: Reflector[str] = Reflector(
+        api,  # type: ignore[arg-type]
+        "Things",
+        "/things",
+        wanted,
+        on_change=lambda: changes.append(1),
+        on_delete=deleted.append,
+        rhythm=Rhythm(sleep=Backoffs()),
+    )
+    asyncio.run(play(api, reflector))
+    assert reflector.items == {"b": "2"}
+    assert deleted == ["a"]
+    assert len(changes) == 3  # the list, a let go, b kept; c changed nothing

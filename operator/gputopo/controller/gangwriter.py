@@ -1,0 +1,142 @@
+"""Carries out one foreign gang's actions against the API server, in order, and says what became of them; decides
+nothing.
+
+The record first (its GangPlacement created when absent, then its status), so no pod is steered into a plan that is
+not recorded; then the evictions, through the Eviction API; then the pods' patches; then the Events. A record that
+cannot be written stops everything after it. An eviction a PodDisruptionBudget refuses, or one that fails, stops
+the patches (the pods they steer may need the GPUs the evicted pods hold): the next pass decides again. A patch
+refused because its pod changed or is gone is an outcome, not an error. The Events go out only when nothing was
+stopped (they say what the actions did); one that cannot be posted is only logged.
+
+Given the ``PriorityGate`` of the TrainingJobs' writes (``Writer.gate``), a gang's writes share its slots: a new
+plan's as placements, the rest as updates, Events last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from gputopo.control.gangactions import GangActions, PodPatch
+from gputopo.controller.gate import PriorityGate
+from gputopo.controller.writer import Priority
+from gputopo.kube.client import KubeClient
+from gputopo.kube.errors import ApiError
+
+__all__ = ["GangWritten", "write_gang"]
+
+logger = logging.getLogger("gputopo.controller")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class GangWritten:
+    """What became of one gang's actions. ``evicted``: pods evicted, or gone already; ``eviction_blocked``: pods
+    a PodDisruptionBudget kept; ``patch_failed``: pods whose patch was refused (one of its tests failed: the pod
+    changed meanwhile) or that are gone. ``error``: the API error that stopped the writes, if one did."""
+
+    status_written: bool = False
+    patched: tuple[str, ...] = ()
+    patch_failed: tuple[str, ...] = ()
+    evicted: tuple[str, ...] = ()
+    eviction_blocked: tuple[str, ...] = ()
+    error: str | None = None
+
+
+def _guarded(patch: PodPatch) -> list[dict[str, Any]]:
+    """The patch's ops after a test of the pod's uid: a pod deleted and created again under the same name
+    meanwhile refuses it."""
+    ops = list(patch.ops)
+    return [{"op": "test", "path": "/metadata/uid", "value": patch.uid}, *ops] if patch.uid else ops
+
+
+async def _all(calls: Sequence[Awaitable[T]]) -> tuple[list[T], ApiError | None]:
+    """Every call's result, and the first API error among them (others than API errors raise)."""
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    results: list[T] = []
+    error: ApiError | None = None
+    for outcome in outcomes:
+        if isinstance(outcome, ApiError):
+            error = error or outcome
+        elif isinstance(outcome, BaseException):
+            raise outcome
+        else:
+            results.append(outcome)
+    return results, error
+
+
+async def write_gang(client: KubeClient, actions: GangActions, *, gate: PriorityGate | None = None) -> GangWritten:
+    """Carry out ``actions`` in order (see the module); with ``gate``, within its slots."""
+    where = f"{actions.namespace}/{actions.record_name}"
+
+    @contextlib.asynccontextmanager
+    async def slot(priority: Priority) -> AsyncIterator[None]:
+        if gate is None:
+            yield
+            return
+        async with gate.slot(priority):
+            yield
+
+    async with slot(Priority.PLACEMENT if actions.placed else Priority.UPDATE):
+        written = await _write(client, actions)
+    if written.error is not None:
+        logger.warning("gang %s: %s", where, written.error)
+    elif actions.events and not written.eviction_blocked:
+        async with slot(Priority.EVENT):
+            await _post_events(client, actions)
+    return written
+
+
+async def _write(client: KubeClient, actions: GangActions) -> GangWritten:
+    namespace, name = actions.namespace, actions.record_name
+    status_written = False
+    try:
+        if actions.record is not None:
+            meta = {**(actions.record.get("metadata") or {}), "name": name, "namespace": namespace}
+            await client.create_gang_placement({**actions.record, "metadata": meta})
+        if actions.status is not None:
+            await client.write_gang_placement_status(namespace, name, actions.status)
+            status_written = True
+    except ApiError as exc:
+        return GangWritten(error=str(exc))
+
+    evictions = [
+        _named(e.name, client.evict_pod(namespace, e.name, e.grace_seconds, uid=e.uid or None))
+        for e in actions.evictions
+    ]
+    outcomes, error = await _all(evictions)
+    evicted = tuple(pod for pod, outcome in outcomes if outcome != "blocked")
+    blocked = tuple(pod for pod, outcome in outcomes if outcome == "blocked")
+    if error is not None or blocked:
+        return GangWritten(status_written, evicted=evicted, eviction_blocked=blocked, error=_text(error))
+
+    patches = [_named(p.name, client.patch_pod_json(namespace, p.name, _guarded(p))) for p in actions.patches]
+    applied, error = await _all(patches)
+    return GangWritten(
+        status_written,
+        patched=tuple(pod for pod, done in applied if done),
+        patch_failed=tuple(pod for pod, done in applied if not done),
+        evicted=evicted,
+        error=_text(error),
+    )
+
+
+async def _named(name: str, call: Awaitable[T]) -> tuple[str, T]:
+    return name, await call
+
+
+def _text(error: ApiError | None) -> str | None:
+    return str(error) if error is not None else None
+
+
+async def _post_events(client: KubeClient, actions: GangActions) -> None:
+    """Post the gang's Events; one that fails is only logged (an Event says what happened; nothing waits)."""
+    calls = [client.event_on(actions.namespace, about, n.type, n.reason, n.message) for about, n in actions.events]
+    for outcome in await asyncio.gather(*calls, return_exceptions=True):
+        if isinstance(outcome, BaseException):
+            logger.debug("event on gang %s/%s not recorded: %s", actions.namespace, actions.record_name, outcome)

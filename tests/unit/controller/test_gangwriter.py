@@ -1,0 +1,162 @@
+"""The gang writer over a recording client: the order of the writes, what stops them, and what it says."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import pytest
+
+from gputopo.control.facts import JobKey
+from gputopo.control.gangactions import Eviction, GangActions, Involved, PodPatch
+from gputopo.controller.gangwriter import GangWritten, write_gang
+from gputopo.controller.gate import PriorityGate
+from gputopo.kube.client import EvictionOutcome, InvolvedObject, KubeClient
+from gputopo.kube.errors import ApiError
+
+OWNER = Involved("jobset.x-k8s.io/v1alpha2", "JobSet", "js", "s-1")
+STEER = ({"op": "remove", "path": "/spec/schedulingGates/0"},)
+
+
+class RecordingClient:
+    """Records each call; ``evictions`` and ``patches`` say what each pod's call answers (an exception is
+    raised)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.evictions: dict[str, EvictionOutcome | Exception] = {}
+        self.patches: dict[str, bool | Exception] = {}
+        self.fail: dict[str, Exception] = {}
+
+    def _maybe_fail(self, what: str) -> None:
+        if what in self.fail:
+            raise self.fail[what]
+
+    async def create_gang_placement(self, body: dict[str, Any]) -> bool:
+        self.calls.append(("create", body["metadata"]["namespace"], body["metadata"]["name"], body.get("spec")))
+        self._maybe_fail("create")
+        return True
+
+    async def write_gang_placement_status(self, namespace: str, name: str, status: dict[str, Any]) -> str:
+        self.calls.append(("status", namespace, name, status))
+        self._maybe_fail("status")
+        return "2"
+
+    async def evict_pod(
+        self, namespace: str, name: str, grace_seconds: int | None, *, uid: str | None = None
+    ) -> EvictionOutcome:
+        self.calls.append(("evict", name, grace_seconds, uid))
+        outcome = self.evictions.get(name, "evicted")
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    async def patch_pod_json(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> bool:
+        self.calls.append(("patch", name, ops))
+        outcome = self.patches.get(name, True)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    async def event_on(self, namespace: str, involved: InvolvedObject, type_: str, reason: str, message: str) -> None:
+        self.calls.append(("event", involved.kind, involved.name, reason))
+        self._maybe_fail("event")
+
+
+def actions(**kw: Any) -> GangActions:
+    gang = GangActions(
+        key=JobKey(("ml", "jobset/js")),
+        namespace="ml",
+        record_name="jobset-js",
+        record={"metadata": {"labels": {"a": "b"}}, "spec": {"gang": "ml/jobset/js"}},
+        status={"generation": 1, "nodes": ["n1"]},
+        evictions=[Eviction("old-0", "u-old", 30)],
+        patches=[PodPatch("js-w-0-0-x", "u-0", STEER), PodPatch("js-w-0-1-x", "", STEER)],
+        placed=True,
+    )
+    gang.event(OWNER, "Normal", "Placed", "placed on n1")
+    for name, value in kw.items():
+        setattr(gang, name, value)
+    return gang
+
+
+def write(client: RecordingClient, gang: GangActions, gate: PriorityGate | None = None) -> GangWritten:
+    return asyncio.run(write_gang(cast(KubeClient, client), gang, gate=gate))
+
+
+def kinds(client: RecordingClient) -> list[str]:
+    return [call[0] for call in client.calls]
+
+
+@pytest.mark.parametrize("gated", [False, True], ids=["own concurrency", "the jobs' gate"])
+def test_the_record_then_evictions_then_patches_then_events(gated: bool) -> None:
+    client = RecordingClient()
+    written = write(client, actions(), PriorityGate(1) if gated else None)
+    assert written == GangWritten(status_written=True, patched=("js-w-0-0-x", "js-w-0-1-x"), evicted=("old-0",))
+    assert kinds(client) == ["create", "status", "evict", "patch", "patch", "event"]
+    assert client.calls[0] == ("create", "ml", "jobset-js", {"gang": "ml/jobset/js"})
+    assert client.calls[2] == ("evict", "old-0", 30, "u-old")
+    assert client.calls[-1] == ("event", "JobSet", "js", "Placed")
+
+
+def test_a_patch_first_tests_the_pods_uid() -> None:
+    client = RecordingClient()
+    write(client, actions())
+    patches = {call[1]: call[2] for call in client.calls if call[0] == "patch"}
+    assert patches["js-w-0-0-x"] == [{"op": "test", "path": "/metadata/uid", "value": "u-0"}, *STEER]
+    assert patches["js-w-0-1-x"] == list(STEER)  # no uid known: the ops as they are
+
+
+def test_only_what_is_asked_is_done() -> None:
+    client = RecordingClient()
+    written = write(client, actions(record=None, status=None, evictions=[], events=[]))
+    assert kinds(client) == ["patch", "patch"]
+    assert not written.status_written and written.patched == ("js-w-0-0-x", "js-w-0-1-x")
+
+
+@pytest.mark.parametrize("step", ["create", "status"])
+def test_a_record_that_cannot_be_written_stops_everything(step: str) -> None:
+    client = RecordingClient()
+    client.fail[step] = ApiError("status of GangPlacement ml/jobset-js: 404 NotFound", 404, "NotFound")
+    written = write(client, actions())
+    assert written.error is not None and "404" in written.error
+    assert not written.status_written and written.patched == ()
+    assert "evict" not in kinds(client) and "patch" not in kinds(client) and "event" not in kinds(client)
+
+
+def test_an_eviction_a_budget_blocks_stops_the_patches() -> None:
+    client = RecordingClient()
+    client.evictions = {"old-1": "blocked", "old-2": "gone"}
+    gang = actions(evictions=[Eviction("old-0", "u"), Eviction("old-1", "u"), Eviction("old-2", "u")])
+    written = write(client, gang)
+    assert written.evicted == ("old-0", "old-2") and written.eviction_blocked == ("old-1",)
+    assert written.error is None and written.status_written
+    assert "patch" not in kinds(client) and "event" not in kinds(client)
+
+
+def test_an_eviction_that_fails_stops_the_patches_and_says_why() -> None:
+    client = RecordingClient()
+    client.evictions = {"old-0": ApiError("evict Pod ml/old-0: 500 InternalError", 500)}
+    written = write(client, actions())
+    assert written.error == "evict Pod ml/old-0: 500 InternalError"
+    assert "patch" not in kinds(client)
+
+
+def test_refused_patches_are_outcomes_and_an_api_error_is_said() -> None:
+    client = RecordingClient()
+    client.patches = {"js-w-0-1-x": False}
+    written = write(client, actions())
+    assert written.patched == ("js-w-0-0-x",) and written.patch_failed == ("js-w-0-1-x",)
+    assert written.error is None and "event" in kinds(client)
+
+    client = RecordingClient()
+    client.patches = {"js-w-0-1-x": ApiError("patch Pod ml/js-w-0-1-x: 403 Forbidden", 403, "Forbidden")}
+    written = write(client, actions())
+    assert written.patched == ("js-w-0-0-x",) and written.error is not None and "403" in written.error
+
+
+def test_an_event_that_cannot_be_posted_is_only_logged() -> None:
+    client = RecordingClient()
+    client.fail["event"] = ApiError("event: 403 Forbidden", 403)
+    written = write(client, actions())
+    assert written.error is None and written.patched == ("js-w-0-0-x", "js-w-0-1-x")
