@@ -165,6 +165,9 @@ def _decide(
         if rec.phase in (Phase.RESTARTING, Phase.RELEASED):
             return GangStep(actions, rec)  # evicted (their owner makes them again), or ended
         return GangStep(actions, replace(rec, phase=Phase.PENDING, message="no pod of the gang exists", missing=()))
+    stay = _evict_again(gang, rec, actions)
+    if stay is not None:
+        return stay
     if rec.phase == Phase.RELEASED and rec.released_with == len(live):
         return GangStep(actions, rec)  # the same pods as when the plan was let go: wait for the rest
     held = sorted({g for m in live.values() for g in m.held_elsewhere})
@@ -208,9 +211,25 @@ def _held(
     else:
         phase = Phase.PLANNED
         why = f"waiting for ranks {_list(missing)} to be created" if missing else "waiting for kube-scheduler to bind"
-    waiting_for = tuple(r for r in unplanned if r in live)
+    waiting_for = tuple(r for r in unplanned if r in live and live[r].gated)
+    if rec.phase == Phase.RESTARTING:
+        for rank in unplanned:
+            if rank in live and not live[rank].gated:  # its eviction did not go through yet
+                actions.evictions.append(Eviction(live[rank].pod, live[rank].uid))
     record = replace(rec, phase=phase, message=why, missing=missing)
     return GangStep(actions, record, wants_ranks=waiting_for, wake_at=wake)
+
+
+def _evict_again(gang: Gang, rec: GangRecord, actions: GangActions) -> GangStep | None:
+    """A restarting gang whose evicted pods still run (a PodDisruptionBudget held them): evict them again and
+    plan nothing until they are gone."""
+    if rec.phase != Phase.RESTARTING:
+        return None
+    running = [m for m in _live(gang).values() if not m.gated]
+    if not running:
+        return None
+    actions.evictions.extend(Eviction(m.pod, m.uid) for m in running)
+    return GangStep(actions, rec, wake_at=None)
 
 
 def _list(ranks: tuple[int, ...]) -> str:

@@ -47,6 +47,7 @@ class World:
     jobs: Mapping[JobKey, JobFacts]
     job_pods: Mapping[JobKey, Sequence[PodFacts]]
     view: ClusterView
+    gangs: GangInput | None = None  # the gangs gputopo places without owning them
 
 
 @dataclass(frozen=True, slots=True)

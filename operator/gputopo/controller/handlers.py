@@ -9,6 +9,7 @@ kopf queues every object's whole body for a worker of its own (~130 MB and ~40 s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -27,6 +28,7 @@ from gputopo.control.facts import (
     pod_facts,
 )
 from gputopo.control.view import ClusterView
+from gputopo.controller.gangwatches import GangWatches
 from gputopo.controller.runtime import Runtime, World
 from gputopo.controller.settings import OperatorSettings
 from gputopo.controller.startup import STARTUP_RETRIES, STARTUP_RETRY_SECONDS, StartupError
@@ -183,15 +185,23 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
         if not runtime.settings.standalone and runtime.settings.leader_settle_seconds > 0:
             # kopf cancels this daemon if a peer of higher priority shows up meanwhile.
             await asyncio.sleep(runtime.settings.leader_settle_seconds)
-        async with ClusterWatches(
-            runtime.client,
-            runtime.poke,
-            on_topology=runtime.topology_read,
-            poke_soon=lambda: runtime.poke(urgent=False),
-            page_size=runtime.settings.list_chunk_size,
-            dra=runtime.settings.gpu_allocation is GpuAllocation.DRA,
-        ) as watches:
+        gang_watches = GangWatches(runtime.client, runtime.poke, page_size=runtime.settings.list_chunk_size)
+        async with (
+            ClusterWatches(
+                runtime.client,
+                runtime.poke,
+                on_topology=runtime.topology_read,
+                poke_soon=lambda: runtime.poke(urgent=False),
+                page_size=runtime.settings.list_chunk_size,
+                dra=runtime.settings.gpu_allocation is GpuAllocation.DRA,
+            ) as watches,
+            contextlib.AsyncExitStack() as stack,
+        ):
+            gangs = runtime.gangs
+            if gangs is not None:
+                await stack.enter_async_context(gang_watches)
             logger.info("control loop started (this replica leads)")
+            config = runtime.config
 
             def read() -> World:
                 return World(
@@ -203,6 +213,11 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
                         pods=tuple(pod for store in gpu_pods.values() for pod in store),
                         dra=watches.dra_view(),
                         pod_gpus=dict(watches.pod_gpus.items),
+                    ),
+                    gangs=(
+                        gangs.read(gang_watches, config.tiers, runtime.place, config.gpu_choice)
+                        if gangs is not None
+                        else None
                     ),
                 )
 

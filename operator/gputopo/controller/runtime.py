@@ -34,6 +34,7 @@ from gputopo.control.quarantine import Quarantine
 from gputopo.control.queue import Limits
 from gputopo.control.reconcile import PassInput, PassResult, PassRules, Reading, World, run_pass
 from gputopo.control.statuscache import StatusCache
+from gputopo.controller.gangside import GangSide
 from gputopo.controller.metrics import Metrics
 from gputopo.controller.settings import OperatorSettings
 from gputopo.controller.turns import NODE_TURN_SECONDS, NodeTurns, Turn
@@ -80,11 +81,14 @@ class Runtime:
     # What passes worked out about the nodes' models, for the next pass (started anew past its bound).
     placement_cache: PlacementCache = field(default_factory=PlacementCache)
     turns: NodeTurns = field(default_factory=NodeTurns)  # devicePlugin mode: see ``turns``
+    gangs: GangSide | None = None  # the gangs gputopo places without owning them (``settings.gangs``)
 
     writer: Writer = field(init=False)
 
     def __post_init__(self) -> None:
         self.writer = Writer(self.client, self.statuses, self.metrics, self.settings.api_concurrency)
+        if self.gangs is None and self.settings.gangs:
+            self.gangs = GangSide(self.client, self.poke, self.settings.gang_arrival_timeout_seconds)
 
     @property
     def config(self) -> Config:
@@ -175,6 +179,8 @@ class Runtime:
             key: self.statuses.freshest(job) for key, job in world.jobs.items() if self.settings.watches(job.namespace)
         }
         busy = self.memory.before_pass(jobs, world.job_pods, world.jobs.keys(), self.writing, now, tick)
+        if self.gangs is not None:
+            busy = {*busy, *self.gangs.busy()}
         self.statuses.forget(set(jobs))
         # The pass runs on the event loop, planning for ``pass_planning_seconds`` (and ``placements_per_pass``
         # jobs) at most; the next plans the rest right after. (In a thread of its own, under a burst the planner
@@ -198,6 +204,7 @@ class Runtime:
             quarantine=self.quarantine,
             readings=readings,
             cache=self.placement_cache,
+            gangs=world.gangs,
         )
         s = self.settings
         limits = Limits(s.starvation_seconds, s.placements_per_pass, s.pass_planning_seconds, time.perf_counter)
@@ -207,6 +214,7 @@ class Runtime:
         self.ledger.prune(result.visible)
         self.memory.avoid(result.avoid, now, timedelta(seconds=2 * s.unschedulable_timeout_seconds))
         self.apply(result, jobs)
+        self._start_gangs(result)
         held = len(self.memory.reports_held())
         self.metrics.observe_result(result, time.perf_counter() - started, self.placing, len(self.writing), held)
         self.passes += 1
@@ -225,6 +233,15 @@ class Runtime:
             self._start(actions, jobs[actions.job])
         if due is not None:
             self._poke_when_reports_due(due)
+
+    def _start_gangs(self, result: PassResult) -> None:
+        """The foreign gangs' writes, each on a task of its own; their new plans are in the ledger from now."""
+        if self.gangs is None:
+            return
+        for plan in result.gang_plans:
+            self.ledger.reserve(plan)
+        for actions in result.gang_actions:
+            self.gangs.start(actions, self.writer.gate)
 
     def _poke_when_reports_due(self, delay: float) -> None:
         """One timed poke for the reports held, not one more per pass while they wait: a pending one that

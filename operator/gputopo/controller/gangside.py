@@ -1,0 +1,141 @@
+"""The runtime's part for the gangs gputopo places without owning them: what the gang watches hold, read into
+the pass's ``GangInput``, and each gang's writes going out on a task of its own.
+
+A gang whose writes are going out is busy: passes leave it alone until they are done (its new plan is in the
+ledger meanwhile). The record a gang's writes left is used instead of the one the watch shows until the watch
+shows it too (for ``FRESH_SECONDS`` at most), so a pass right after a write never plans the gang a second time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gputopo.control.facts import JobKey
+from gputopo.control.gangactions import GangActions, Involved
+from gputopo.control.gangpass import GangInput
+from gputopo.control.gangrecords import GangRecord, record_facts
+from gputopo.controller.gangwatches import GangWatches
+from gputopo.controller.gangwriter import GangWritten, write_gang
+from gputopo.controller.gate import PriorityGate
+from gputopo.gangs.claims import Owners
+from gputopo.gangs.model import Gang
+from gputopo.gangs.planning import plan_gang
+from gputopo.gangs.read import Refusal, read_gangs
+from gputopo.kube.client import KubeClient
+from gputopo.kube.errors import ApiError
+from gputopo.placement.types import GpuChoice, Placement, Policy, Snapshot, TierConfig, Unplaceable
+
+__all__ = ["FRESH_SECONDS", "GangSide", "left_by"]
+
+logger = logging.getLogger("gputopo.controller")
+
+FRESH_SECONDS = 30.0  # how long a record the operator wrote outranks an older one the watch still shows
+
+
+def _same(a: GangRecord, b: GangRecord) -> bool:
+    return (a.generation, a.restarts, a.phase, a.ranks) == (b.generation, b.restarts, b.phase, b.ranks)
+
+
+@dataclass
+class GangSide:
+    client: KubeClient
+    poke: Callable[[], None]
+    arrival_timeout: float
+    writing: dict[JobKey, asyncio.Task[None]] = field(default_factory=dict)
+    # The record each gang's last writes left, and when (monotonic).
+    written: dict[JobKey, tuple[GangRecord, float]] = field(default_factory=dict)
+    told: set[tuple[str, str, str]] = field(default_factory=set)  # refusals already posted as Events
+    events: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def read(self, watches: GangWatches, tiers: TierConfig, place: Policy, gpu_choice: GpuChoice) -> GangInput:
+        """The gangs as the watches show them now (pods refused are told once, as an Event on the pod)."""
+        pods = list(watches.pods.values())
+        owners = Owners(
+            podgroups=watches.pod_groups,
+            jobs=watches.jobs,
+            jobsets=watches.job_sets,
+            leaderworkersets=watches.leader_worker_sets,
+            pytorchjobs=watches.pytorch_jobs,
+        )
+        found = read_gangs(pods, owners)
+        self._tell(found.refused)
+        records: dict[JobKey, GangRecord] = {}
+        for body in watches.gang_placements.values():
+            record = record_facts(body)
+            if record is not None:
+                records[record.key] = self._freshest(record)
+        bodies: dict[str, Any] = {}
+        for pod in pods:
+            uid = (pod.get("metadata") or {}).get("uid")
+            if isinstance(uid, str) and uid:
+                bodies[uid] = pod
+
+        def planner(snapshot: Snapshot, gang: Gang) -> Placement | Unplaceable:
+            plan = plan_gang(snapshot, gang, tiers, place, gpu_choice)
+            return plan if isinstance(plan, Unplaceable) else plan.placement
+
+        gangs = {JobKey(g.id.key): g for g in found.gangs}
+        return GangInput(gangs, records, bodies, planner, self.arrival_timeout)
+
+    def _freshest(self, watched: GangRecord) -> GangRecord:
+        mine = self.written.get(watched.key)
+        if mine is None:
+            return watched
+        record, at = mine
+        if _same(record, watched) or time.monotonic() - at > FRESH_SECONDS:
+            del self.written[watched.key]
+            return watched
+        return replace(record, uid=watched.uid, name=watched.name)
+
+    def busy(self) -> Collection[JobKey]:
+        return set(self.writing)
+
+    def start(self, actions: GangActions, gate: PriorityGate | None) -> None:
+        """Start one gang's writes without waiting for them."""
+        task = asyncio.create_task(self._write(actions, left_by(actions), gate))
+        self.writing[actions.key] = task
+
+    async def _write(self, actions: GangActions, record: GangRecord | None, gate: PriorityGate | None) -> None:
+        try:
+            written: GangWritten = await write_gang(self.client, actions, gate=gate)
+            if written.status_written and record is not None:
+                self.written[actions.key] = (record, time.monotonic())
+            if written.error is not None or written.eviction_blocked:
+                asyncio.get_running_loop().call_later(2.0, self.poke)  # try again soon
+        except Exception:  # one gang's writes must not go unheard; the next pass steps it afresh
+            logger.exception("writing gang %s/%s failed", *actions.key)
+        finally:
+            if self.writing.get(actions.key) is asyncio.current_task():
+                del self.writing[actions.key]
+            self.poke()
+
+    def _tell(self, refused: tuple[Refusal, ...]) -> None:
+        for refusal in refused:
+            told = (refusal.namespace, refusal.pod, refusal.reason)
+            if told in self.told:
+                continue
+            self.told.add(told)
+            about = Involved("v1", "Pod", refusal.pod, "")
+            task = asyncio.create_task(self._event(refusal.namespace, about, refusal.reason))
+            self.events.add(task)
+            task.add_done_callback(self.events.discard)
+
+    async def _event(self, namespace: str, about: Involved, message: str) -> None:
+        try:
+            await self.client.event_on(namespace, about, "Warning", "GangRefused", message)
+        except ApiError as error:
+            logger.debug("event on pod %s/%s not recorded: %s", namespace, about.name, error)
+
+
+def left_by(actions: GangActions) -> GangRecord | None:
+    """The record a gang's actions leave when they go through (None when they write no status)."""
+    if actions.status is None:
+        return None
+    source, _, name = actions.key[1].partition("/")
+    meta = {"name": actions.record_name, "namespace": actions.namespace}
+    return record_facts({"metadata": meta, "spec": {"source": source, "gang": name}, "status": actions.status})
