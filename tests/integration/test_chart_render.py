@@ -171,6 +171,8 @@ REFUSED = [
      "must be less than operator.replicas"),
     ("service-monitor-without-prometheus-operator", ["--set", "metrics.serviceMonitor.enabled=true"],
      "install the Prometheus Operator first"),
+    ("gang-gate-before-kubernetes-1-36", ["--kube-version", "1.35.2"],
+     "gangs.enabled is true but the cluster runs Kubernetes v1.35.2"),
     ("unknown-gang-selector-key", ["--set", "gangs.namespaceSelector.matchLabel.team=ml"],
      "additional properties 'matchLabel' not allowed"),
     ("bad-gang-selector-operator",
