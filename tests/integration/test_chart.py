@@ -53,6 +53,8 @@ def test_server_side_dry_run_accepts_the_rendered_chart(sandbox: SandboxHandle) 
         "deployment.apps",
         "daemonset.apps",
         "validatingadmissionpolicy.admissionregistration.k8s.io",
+        "mutatingadmissionpolicy.admissionregistration.k8s.io",
+        "mutatingadmissionpolicybinding.admissionregistration.k8s.io",
         "customresourcedefinition.apiextensions.k8s.io",
         "clusterrole.rbac.authorization.k8s.io",
     ):
@@ -90,6 +92,8 @@ def test_install_creates_the_objects(release: SandboxHandle) -> None:
     k("get", "role,rolebinding", OPERATOR, "-n", NS)
     k("get", "clusterrole,clusterrolebinding", OPERATOR, PROBE)
     k("get", "validatingadmissionpolicy,validatingadmissionpolicybinding", POLICY)
+    k("get", "mutatingadmissionpolicy,mutatingadmissionpolicybinding", f"{RELEASE}-placement-gate")
+    k("get", "crd", "gangplacements.gputopo.io")
     k("get", "clusterkopfpeering", RELEASE)
     crd = release.get_json("crd", "trainingjobs.gputopo.io")
     assert crd["metadata"]["annotations"]["meta.helm.sh/release-name"] == RELEASE
@@ -136,14 +140,31 @@ OPERATOR_CAN = [
     ("create-services", "create", "services", "", "-A"),
     ("post-events", "create", "events.events.k8s.io", "", "-A"),
     ("keep-peering", "patch", "clusterkopfpeerings.kopf.dev", "", ""),
+    ("patch-pods", "patch", "pods", "", "-A"),
+    ("evict-pods", "create", "pods", "eviction", "-A"),
+    ("post-core-events", "create", "events", "", "-A"),
+    ("patch-core-events", "patch", "events", "", "-A"),
+    ("create-gangplacements", "create", "gangplacements.gputopo.io", "", "-A"),
+    ("delete-gangplacements", "delete", "gangplacements.gputopo.io", "", "-A"),
+    ("patch-gangplacement-status", "patch", "gangplacements.gputopo.io", "status", "-A"),
+    ("watch-podgroups", "watch", "podgroups.scheduling.k8s.io", "", "-A"),
+    ("list-workloads", "list", "workloads.scheduling.k8s.io", "", "-A"),
+    ("watch-jobs", "watch", "jobs.batch", "", "-A"),
+    ("watch-jobsets", "watch", "jobsets.jobset.x-k8s.io", "", "-A"),
+    ("watch-leaderworkersets", "watch", "leaderworkersets.leaderworkerset.x-k8s.io", "", "-A"),
+    ("watch-pytorchjobs", "watch", "pytorchjobs.kubeflow.org", "", "-A"),
     ("scan-crds", "watch", "customresourcedefinitions.apiextensions.k8s.io", "", ""),
     ("own-configmap", "patch", "configmaps", "", NS),
     ("create-own-configmap", "create", "configmaps", "", NS),
     ("watch-configmaps-for-kopf", "watch", "configmaps", "", "-A"),
 ]
 OPERATOR_CANNOT = [
-    ("patch-pods", "patch", "pods", "", "-A"),
     ("read-secrets", "get", "secrets", "", "-A"),
+    ("write-jobs", "patch", "jobs.batch", "", "-A"),
+    ("delete-jobsets", "delete", "jobsets.jobset.x-k8s.io", "", "-A"),
+    ("write-podgroups", "update", "podgroups.scheduling.k8s.io", "", "-A"),
+    ("patch-pod-status", "patch", "pods", "status", "-A"),
+    ("bind-pods", "create", "pods", "binding", "-A"),
     ("list-secrets-here", "list", "secrets", "", NS),
     ("write-nodes", "patch", "nodes", "", ""),
     ("write-nodetopologies", "patch", "nodetopologies.gputopo.io", "", ""),

@@ -8,9 +8,13 @@ import json
 from typing import Any
 
 import pytest
-from chart_helpers import CHART, OPERATOR, PROBE, RELEASE, SANDBOX_VALUES, find, helm, render
+from chart_helpers import CHART, NS, OPERATOR, PROBE, RELEASE, SANDBOX_VALUES, find, helm, render
 
+from gputopo.api.group import LABEL_JOB
 from gputopo.controller.settings import OperatorSettings
+from gputopo.gangs.model import GATE
+
+NAMESPACE_NAME = "kubernetes.io/metadata.name"
 
 
 def test_chart_lints_strictly() -> None:
@@ -167,6 +171,13 @@ REFUSED = [
      "must be less than operator.replicas"),
     ("service-monitor-without-prometheus-operator", ["--set", "metrics.serviceMonitor.enabled=true"],
      "install the Prometheus Operator first"),
+    ("gang-gate-before-kubernetes-1-36", ["--kube-version", "1.35.2"],
+     "gangs.enabled is true but the cluster runs Kubernetes v1.35.2"),
+    ("unknown-gang-selector-key", ["--set", "gangs.namespaceSelector.matchLabel.team=ml"],
+     "additional properties 'matchLabel' not allowed"),
+    ("bad-gang-selector-operator",
+     ["--set-json", 'gangs.objectSelector.matchExpressions=[{"key":"a","operator":"Is"}]'],
+     "/gangs/objectSelector/matchExpressions/0/operator"),
 ]  # fmt: skip
 
 
@@ -175,3 +186,91 @@ def test_bad_values_are_refused_with_a_clear_message(case: str, args: list[str],
     out = helm("template", RELEASE, str(CHART), *args)
     assert out.returncode != 0, f"{case}: helm accepted the values"
     assert message in out.stderr, out.stderr
+
+
+# -- the placement gate for gangs gputopo does not own ----------------------------------------------------------
+
+GATE_POLICY = f"{RELEASE}-placement-gate"
+GANG_LABELS = {
+    "gputopo.io/gang",
+    "kueue.x-k8s.io/pod-group-name",
+    "jobset.sigs.k8s.io/jobset-name",
+    "leaderworkerset.sigs.k8s.io/name",
+    "training.kubeflow.org/job-name",
+    "batch.kubernetes.io/job-completion-index",
+}
+
+
+def _gate(*args: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    docs = render(*args)
+    return find(docs, "MutatingAdmissionPolicy", GATE_POLICY), find(docs, "MutatingAdmissionPolicyBinding", GATE_POLICY)
+
+
+def test_gate_policy_gates_gpu_pods_of_gangs_on_create_and_never_blocks_a_pod() -> None:
+    policy, binding = _gate()
+    assert policy["apiVersion"] == binding["apiVersion"] == "admissionregistration.k8s.io/v1"
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Ignore"
+    assert spec["reinvocationPolicy"] == "IfNeeded"
+    assert spec["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]}
+    ]
+    conditions = {c["name"]: " ".join(c["expression"].split()) for c in spec["matchConditions"]}
+    assert list(conditions) == ["requests-gpus", "in-a-gang", "not-gated-yet", "not-a-trainingjob-pod"]
+    assert "'nvidia.com/gpu' in c.resources.limits" in conditions["requests-gpus"]
+    assert "object.spec.initContainers" in conditions["requests-gpus"]
+    assert "object.spec.resourceClaims" in conditions["requests-gpus"]
+    assert "object.spec.schedulingGroup.podGroupName" in conditions["in-a-gang"]
+    assert all(f"'{label}'" in conditions["in-a-gang"] for label in GANG_LABELS)
+    assert f"g.name == '{GATE}'" in conditions["not-gated-yet"]
+    assert f"'{LABEL_JOB}' in object.metadata.labels" in conditions["not-a-trainingjob-pod"]
+    (mutation,) = spec["mutations"]
+    assert mutation["patchType"] == "JSONPatch"
+    patch = " ".join(mutation["jsonPatch"]["expression"].split())
+    assert '"/spec/schedulingGates/-"' in patch and f'name: "{GATE}"' in patch
+    assert binding["spec"]["policyName"] == GATE_POLICY
+
+
+def test_gate_binding_leaves_out_kube_system_and_the_release_namespace_by_default() -> None:
+    _, binding = _gate()
+    match = binding["spec"]["matchResources"]
+    assert match["namespaceSelector"] == {
+        "matchExpressions": [{"key": NAMESPACE_NAME, "operator": "NotIn", "values": ["kube-system", NS]}]
+    }
+    assert match["objectSelector"] == {}
+
+
+def test_gate_binding_follows_the_selectors_and_the_operators_namespaces() -> None:
+    _, binding = _gate(
+        "--set", "gangs.namespaceSelector.matchLabels.team=ml", "--set", "gangs.objectSelector.matchLabels.gpu=yes",
+        "--set", "operator.config.namespaces={ml-a,ml-b}",
+    )  # fmt: skip
+    match = binding["spec"]["matchResources"]
+    assert match["namespaceSelector"] == {
+        "matchLabels": {"team": "ml"},
+        "matchExpressions": [
+            {"key": NAMESPACE_NAME, "operator": "NotIn", "values": ["kube-system", NS]},
+            {"key": NAMESPACE_NAME, "operator": "In", "values": ["ml-a", "ml-b"]},
+        ],
+    }
+    assert match["objectSelector"] == {"matchLabels": {"gpu": "yes"}}
+
+
+def test_gate_policy_can_be_turned_off() -> None:
+    docs = render("--set", "gangs.enabled=false")
+    assert not {d["kind"] for d in docs} & {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
+    crds = {d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"}
+    assert "gangplacements.gputopo.io" in crds, "GangPlacements stay: gangs gated by hand are still placed"
+
+
+def test_operator_may_place_gangs_it_does_not_own() -> None:
+    rules = find(render(), "ClusterRole", OPERATOR)["rules"]
+    granted = {(g, r): set(rule["verbs"]) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
+    read = {"get", "list", "watch"}
+    assert {"patch"} <= granted[("", "pods")] and granted[("", "pods/eviction")] == {"create"}
+    assert granted[("gputopo.io", "gangplacements")] >= read | {"create", "update", "patch", "delete"}
+    assert granted[("gputopo.io", "gangplacements/status")] == {"get", "update", "patch"}
+    for owner in (("scheduling.k8s.io", "podgroups"), ("scheduling.k8s.io", "workloads"), ("batch", "jobs"),
+                  ("jobset.x-k8s.io", "jobsets"), ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+                  ("kubeflow.org", "pytorchjobs")):  # fmt: skip
+        assert granted[owner] == read, owner

@@ -108,4 +108,7 @@ Cross-field rules the schema cannot express. Rendered from every template that d
 {{- if and .Values.metrics.serviceMonitor.enabled (not (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor")) }}
 {{- fail "metrics.serviceMonitor.enabled is true but the cluster does not serve monitoring.coreos.com/v1 ServiceMonitor: install the Prometheus Operator first (with helm template, pass --api-versions monitoring.coreos.com/v1/ServiceMonitor)" }}
 {{- end }}
+{{- if and .Values.gangs.enabled (semverCompare "<1.36-0" .Capabilities.KubeVersion.Version) }}
+{{- fail (printf "gangs.enabled is true but the cluster runs Kubernetes %s: the placement gate is an admissionregistration.k8s.io/v1 MutatingAdmissionPolicy, served from 1.36; set gangs.enabled=false (gangs gputopo does not own are then placed by kube-scheduler alone)" .Capabilities.KubeVersion.Version) }}
+{{- end }}
 {{- end }}

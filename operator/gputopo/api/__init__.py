@@ -5,6 +5,14 @@ package, so it may import nothing of gputopo but the error root (``gputopo.error
 """
 
 from gputopo.api.conditions import Condition, set_condition
+from gputopo.api.gangplacement import (
+    GangPhase,
+    GangPlacement,
+    GangPlacementSpec,
+    GangPlacementStatus,
+    GangSource,
+    RankPlacement,
+)
 from gputopo.api.group import API_VERSION, GROUP, VERSION
 from gputopo.api.nodetopology import (
     GpuHealthState,
@@ -35,6 +43,11 @@ __all__ = [
     "VERSION",
     "Condition",
     "FailurePolicy",
+    "GangPhase",
+    "GangPlacement",
+    "GangPlacementSpec",
+    "GangPlacementStatus",
+    "GangSource",
     "GpuHealthState",
     "GpuStatus",
     "IntraNode",
@@ -48,6 +61,7 @@ __all__ = [
     "NodeTopology",
     "NodeTopologyStatus",
     "PlacementStatus",
+    "RankPlacement",
     "TrainingJob",
     "TrainingJobSpec",
     "TrainingJobStatus",

@@ -23,6 +23,7 @@ import yaml
 from pydantic import BaseModel
 
 from gputopo.api.clusterfile import file_schemas
+from gputopo.api.gangplacement import GangPlacementSpec, GangPlacementStatus
 from gputopo.api.group import GROUP, VERSION
 from gputopo.api.nodepodgpus import NodePodGpus, NodePodGpusStatus
 from gputopo.api.nodetopology import NodeTopologyStatus
@@ -130,6 +131,24 @@ def _columns() -> list[dict[str, Any]]:
     ]
 
 
+def _gang_columns() -> list[dict[str, Any]]:
+    return [
+        {"name": "Source", "type": "string", "jsonPath": ".spec.source"},
+        {"name": "Gang", "type": "string", "jsonPath": ".spec.gang"},
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        {"name": "Nodes", "type": "integer", "jsonPath": ".status.nodeCount", "description": "Nodes of the plan"},
+        {"name": "GPUs", "type": "integer", "jsonPath": ".status.gpuCount", "description": "GPUs of the plan"},
+        {
+            "name": "BusBW",
+            "type": "number",
+            "jsonPath": ".status.estimatedBusBandwidthGBps",
+            "description": "Estimated all-reduce bus bandwidth of the placement, GB/s",
+        },
+        {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+
+
 def _crd(
     *,
     kind: str,
@@ -228,6 +247,31 @@ def crds() -> dict[str, dict[str, Any]]:
         columns=_columns(),
     )
     trainingjob["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["required"] = ["spec"]
+    # Read-only for people: `kubectl get gangs` (a short name; the plural is gangplacements).
+    gangplacement = _crd(
+        kind="GangPlacement",
+        plural="gangplacements",
+        singular="gangplacement",
+        scope="Namespaced",
+        short_names=["gang", "gangs"],
+        description=(
+            "Where gputopo placed a gang it does not own (a PodGroup's, Job's, JobSet's, LeaderWorkerSet's, "
+            "PyTorchJob's, Kueue pod group's or gputopo.io/gang pods) and how it is doing; written by the operator, "
+            "owned by the gang's owner."
+        ),
+        properties={
+            "spec": {
+                **structural_schema(GangPlacementSpec, defaults=False),
+                "description": "Which gang this is.",
+            },
+            "status": {
+                **structural_schema(GangPlacementStatus, defaults=False),
+                "description": "Where the gang runs and how it is doing.",
+            },
+        },
+        columns=_gang_columns(),
+    )
+    gangplacement["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["required"] = ["spec"]
     nodetopology = _node_crd(
         kind="NodeTopology",
         plural="nodetopologies",
@@ -252,7 +296,12 @@ def crds() -> dict[str, dict[str, Any]]:
         status_description="The pods holding GPUs, from the kubelet's PodResources API.",
         columns=[{"name": "Pods", "type": "string", "jsonPath": ".status.pods[*].name"}],
     )
-    return {"trainingjobs.yaml": trainingjob, "nodetopologies.yaml": nodetopology, "nodepodgpus.yaml": nodepodgpus}
+    return {
+        "trainingjobs.yaml": trainingjob,
+        "gangplacements.yaml": gangplacement,
+        "nodetopologies.yaml": nodetopology,
+        "nodepodgpus.yaml": nodepodgpus,
+    }
 
 
 def render(crd: dict[str, Any]) -> str:

@@ -281,7 +281,8 @@ class Sandbox:
         self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=self._crd_documents())
         self.kubectl(
             "wait", "--for", "condition=Established", "--timeout", "60s",
-            "crd/trainingjobs.gputopo.io", "crd/nodetopologies.gputopo.io", "crd/nodepodgpus.gputopo.io",
+            "crd/trainingjobs.gputopo.io", "crd/gangplacements.gputopo.io", "crd/nodetopologies.gputopo.io",
+            "crd/nodepodgpus.gputopo.io",
         )  # fmt: skip
 
     def _create_nodes(self, plans: Sequence[NodePlan]) -> None:
