@@ -112,6 +112,9 @@ class RankPlacement(StatusModel):
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
     role: str = Field(default="", max_length=63, description="The rank's role (leader, worker, ...); '' for one role.")
+    nics: list[Annotated[str, Field(max_length=63)]] = Field(
+        default_factory=list, max_length=64, description="The NICs the rank's GPUs reach the fabric through."
+    )
 
 
 class GangPlacementStatus(StatusModel):
@@ -167,6 +170,12 @@ class GangPlacementStatus(StatusModel):
         max_length=MAX_GANG_SIZE,
         description="Ranks of the declared size with no live pod yet.",
         json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    released_with: int | None = Field(
+        default=None,
+        ge=0,
+        alias="releasedWith",
+        description="Live pods when the plan was let go for want of the rest: planned again once that changes.",
     )
     restarts: int = Field(default=0, ge=0, description="Times a fault made the gang start again.")
     last_restart_reason: str = Field(default="", max_length=1024)

@@ -32,7 +32,8 @@ LABEL_RANK: Final = "gputopo.io/rank"
 ANNOTATION_GPUS: Final = "gputopo.io/gpus"
 ANNOTATION_PLACEMENT_GENERATION: Final = "gputopo.io/placement-generation"
 # On a pod of a gang gputopo does not own, once steered: "<source>/<name>" of its gang (its namespace is the pod's).
-ANNOTATION_GANG: Final = "gputopo.io/gang"
+# Not the plain pod contract's label gputopo.io/gang, which names a gang of bare pods.
+ANNOTATION_GANG: Final = "gputopo.io/gang-id"
 
 FIELD_MANAGER_PROBE: Final = "gputopo-probe"
 FIELD_MANAGER_OPERATOR: Final = "gputopo-operator"

@@ -186,6 +186,8 @@ def status_of(record: GangRecord, **changes: Any) -> dict[str, Any]:
             for p in sorted(r.ranks, key=lambda p: p.rank)
         ],
         "nodes": sorted({p.node for p in r.ranks}),
+        "nodeCount": len({p.node for p in r.ranks}),
+        "gpuCount": sum(len(p.gpus) for p in r.ranks),
         "estimatedBusBandwidthGBps": round(r.busbw_gbps, 3),
         "bottleneck": r.bottleneck,
         "tier": r.tier,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final
 
+from gputopo.api import group
 from gputopo.api.group import LABEL_JOB
 from gputopo.gangs.model import GATE
 from gputopo.kube.client import (
@@ -50,8 +51,8 @@ logger = logging.getLogger("gputopo.controller")
 Key = tuple[str, str]  # (namespace, name)
 Trimmed = Mapping[str, Any]
 
-# The annotation gputopo sets on every pod it steers (its gang, ``str(GangId)``): a steered pod stays a candidate.
-ANNOTATION_GANG: Final = "gputopo.io/gang"
+# The annotation gputopo sets on every pod it steers (its gang): a steered pod stays a candidate.
+ANNOTATION_GANG: Final = group.ANNOTATION_GANG
 # How often APIs not served (or served) are asked about again.
 DISCOVERY_RECHECK_SECONDS: Final = 180.0
 # How long starting waits for a kind's first list: one that cannot be listed (no RBAC for a CRD installed later

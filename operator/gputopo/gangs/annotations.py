@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from gputopo.api import group
 from gputopo.api.trainingjob import IntraNode
 from gputopo.gangs.model import Needs
 
@@ -38,8 +39,8 @@ ANNOTATION_SLICE_SIZE: Final = "gputopo.io/slice-size"
 ANNOTATION_EVICT_BARE_PODS: Final = "gputopo.io/evict-bare-pods"
 # Per-rank GPU counts of a gang of bare pods (the plain pod contract), a comma list: "0,8,8,8".
 ANNOTATION_GPUS_PER_RANK: Final = "gputopo.io/gpus-per-rank"
-# Set by the operator on every pod it steers: the gang it was placed as (str(GangId)).
-ANNOTATION_GANG: Final = "gputopo.io/gang"
+# Set by the operator on every pod it steers: the gang it was placed as ("<source>/<name>").
+ANNOTATION_GANG: Final = group.ANNOTATION_GANG
 
 # Kueue TAS (sigs.k8s.io/kueue v0.17.0 apis/kueue/v1beta2/topology_types.go): a node label key.
 KUEUE_REQUIRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-required-topology"

@@ -100,7 +100,7 @@ def steer_patch(pod: Mapping[str, Any], node: str, gpus: tuple[int, ...], genera
     annotations = {
         ANNOTATION_GPUS: ",".join(str(g) for g in gpus),
         ANNOTATION_PLACEMENT_GENERATION: str(generation),
-        ANNOTATION_GANG: str(gang),
+        ANNOTATION_GANG: gang.key[1],
     }
     return [*_affinity_ops(pod, node), *_annotation_ops(pod, annotations), *gate]
 

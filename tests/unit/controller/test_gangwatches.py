@@ -123,7 +123,7 @@ def test_a_gated_pod_keeps_what_a_gang_reader_needs_and_nothing_else() -> None:
     ("body", "kept"),
     [
         (pod(), True),
-        (pod(gates=(), annotations={"gputopo.io/gang": "ml/job/train"}), True),
+        (pod(gates=(), annotations={"gputopo.io/gang-id": "job/train"}), True),
         (pod(gates=()), False),
         (pod(gates=("kueue.x-k8s.io/admission",)), False),
         (pod(labels={"gputopo.io/job": "llm"}), False),

@@ -72,7 +72,7 @@ def test_members_are_gated_or_steered_pods_and_never_a_trainingjobs() -> None:
     steered = (
         _contract("steered", rank="1")
         .gates()
-        .annotate("gputopo.io/gang", "team-a/gputopo/g")
+        .annotate("gputopo.io/gang-id", "gputopo/g")
         .annotate("gputopo.io/gpus", "0,1,2,3,4,5,6,7")
         .annotate("gputopo.io/placement-generation", "4")
         .spec("nodeName", "gpu-3")

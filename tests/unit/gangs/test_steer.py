@@ -94,7 +94,7 @@ def test_steer_pins_every_required_term_and_lifts_the_gate(affinity: dict[str, A
     assert after["metadata"]["annotations"] == {
         "gputopo.io/gpus": "0,1,2,3",
         "gputopo.io/placement-generation": "3",
-        "gputopo.io/gang": "team-a/jobset/llama",
+        "gputopo.io/gang-id": "jobset/llama",
     }
 
 
