@@ -27,6 +27,7 @@ from gputopo.gangs.claims import (
     mapping,
     namespace_of,
     own_gpus,
+    owner_body,
     owner_ref,
     pod_priority,
     template_gpus,
@@ -70,7 +71,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
         rank = as_int(labels_of(pod).get(LABEL_RANK))
     gang = GangId(namespace, SOURCE, name)
     pod_owner = owner_ref(controller_of(pod))
-    group = owners.podgroups.get((namespace, name))
+    group = owner_body(owners.podgroups, namespace, name)
     if group is None:  # not read yet: a member whose gang's size is unknown
         return Claim(
             gang,
@@ -89,7 +90,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
     where = f"PodGroup {namespace}/{name}"
     min_count = as_int(mapping(policy.get("gang")).get("minCount"))
     owner = owner_ref(controller_of(group)) or pod_owner
-    job = owners.jobs.get((namespace, owner.name)) if owner and owner.kind == "Job" else None
+    job = owner_body(owners.jobs, namespace, owner.name) if owner and owner.kind == "Job" else None
     uniform = job is None
     if job is not None:
         gpus = template_gpus(

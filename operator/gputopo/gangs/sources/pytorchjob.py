@@ -26,6 +26,7 @@ from gputopo.gangs.claims import (
     mapping,
     namespace_of,
     own_gpus,
+    owner_body,
     pod_priority,
     template_gpus,
     text,
@@ -83,7 +84,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
     problems = list(pod_needs.problems)
     rtype = labels.get(REPLICA_TYPE_LABEL, "").lower()
     index = as_int(labels.get(REPLICA_INDEX_LABEL))
-    job = owners.pytorchjobs.get((namespace, name))
+    job = owner_body(owners.pytorchjobs, namespace, name)
     owner = OwnerRef(API_VERSION, "PyTorchJob", name, text(controller_of(pod).get("uid")))
     declared = None
     rank = None
