@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from gang_builders import jobset, jobset_pods, pod
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gputopo.api.trainingjob import IntraNode
@@ -249,8 +249,13 @@ owners = st.builds(
 )
 
 
+ODD_OWNER = {"metadata": {"name": "a", "namespace": NS}, "spec": {"schedulingGates": [{"name": GATE}],
+              "schedulingGroup": {"podGroupName": "red"}}}  # fmt: skip
+
+
 @settings(max_examples=400, deadline=None)
 @given(pods=pods, owners=owners)
+@example(pods=[ODD_OWNER], owners=Owners(podgroups={(NS, "red"): []}))  # type: ignore[dict-item]
 def test_odd_pods_and_owners_never_make_reading_raise(pods: list[Any], owners: Owners) -> None:
     read = read_gangs(pods, owners)
     for gang in read.gangs:
