@@ -15,9 +15,10 @@ from typing import Any
 
 from gputopo.api.gpus import GpuCountError, pod_gpus
 from gputopo.api.group import ANNOTATION_GPUS, ANNOTATION_PLACEMENT_GENERATION, LABEL_JOB
+from gputopo.api.trainingjob import IntraNode
 from gputopo.gangs.annotations import ANNOTATION_GANG
 from gputopo.gangs.claims import Claim, Owners, Raw, annotations_of, as_int, labels_of, mapping, namespace_of, text
-from gputopo.gangs.model import GATE, NO_CONSTRAINTS, Declared, Gang, GangId, Member
+from gputopo.gangs.model import GATE, NO_CONSTRAINTS, Declared, Gang, GangId, Member, Needs
 from gputopo.gangs.sources import DERIVED, EXPLICIT
 from gputopo.placement.template import TemplateError, pod_constraints
 
@@ -185,17 +186,43 @@ def _gang(gang: GangId, claimed: list[_Claimed], told: list[str]) -> Gang:
                 f"pod {m.pod} (rank {m.rank}) asks for {m.gpus} GPUs, its gang declares {declared.shape[m.rank]}"
             )
     first = claims[0]
-    exclusive = next((c.needs.exclusive_label for c in claims if c.needs.exclusive_label), None)
     return Gang(
         id=gang,
         declared=declared,
         members=tuple(sorted(members, key=lambda m: (m.rank, m.pod))),
-        needs=replace(first.needs, exclusive_label=exclusive),
+        needs=_merged([c.needs for c in claims]),
         priority=max(c.priority for c in claims),
         owner=next((c.owner for c in claims if c.owner is not None), None),
         disruption=first.disruption,
         evict_bare=any(c.evict_bare for c in claims),
         problems=_unique(problems),
+    )
+
+
+_STRICTNESS = (IntraNode.ANY, IntraNode.NVLINK, IntraNode.NVSWITCH)
+
+
+def _least(values: Iterable[int | None]) -> int | None:
+    given = [v for v in values if v is not None]
+    return min(given) if given else None
+
+
+def _first(values: Iterable[str | None]) -> str | None:
+    return next((v for v in values if v), None)
+
+
+def _merged(needs: list[Needs]) -> Needs:
+    """What the members' templates ask for together (roles have templates of their own, and a role's
+    annotations hold for the gang): the strictest of each need, a label or slice size from the lowest rank."""
+    return Needs(
+        intra_node=max((n.intra_node for n in needs), key=_STRICTNESS.index),
+        required_tier=_least(n.required_tier for n in needs),
+        preferred_tier=_least(n.preferred_tier for n in needs),
+        required_label=_first(n.required_label for n in needs),
+        preferred_label=_first(n.preferred_label for n in needs),
+        min_busbw_gbps=max(n.min_busbw_gbps for n in needs),
+        slice_size=next((n.slice_size for n in needs if n.slice_size is not None), None),
+        exclusive_label=_first(n.exclusive_label for n in needs),
     )
 
 

@@ -263,3 +263,18 @@ def test_odd_pods_and_owners_never_make_reading_raise(pods: list[Any], owners: O
         assert all(isinstance(p, str) and p for p in gang.problems)
         if gang.declared is not None:
             assert len(gang.declared.shape) == gang.declared.size
+
+
+def test_a_gangs_needs_are_what_its_roles_ask_for_together() -> None:
+    launcher = _contract("l", size="3").annotate("gputopo.io/intra-node", "nvlink").build()
+    workers = [
+        _contract(f"w{r}", size="3", rank=str(r))
+        .annotate("gputopo.io/intra-node", "nvswitch")
+        .annotate("gputopo.io/min-bus-bandwidth", "100")
+        .annotate("gputopo.io/required-tier", "1")
+        .build()
+        for r in (1, 2)
+    ]
+    workers[1]["metadata"]["annotations"]["gputopo.io/required-tier"] = "0"
+    (gang,) = read_gangs([launcher, *workers], Owners()).gangs
+    assert gang.needs == Needs(intra_node=IntraNode.NVSWITCH, required_tier=0, min_busbw_gbps=100.0)

@@ -12,6 +12,7 @@ the pod's own env gives the rank and ``PET_NNODES`` the size (a range "1:4" unde
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 from gputopo.gangs.annotations import read_needs
@@ -90,6 +91,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
     rank = None
     uniform = False
     if job is not None:
+        owner = replace(owner, uid=text(mapping(job.get("metadata")).get("uid")) or owner.uid)
         specs = _specs(job)
         for unknown in sorted(set(specs) - set(_ORDER)):
             problems.append(f"PyTorchJob {namespace}/{name}: replica type {unknown!r} is not Master or Worker")
