@@ -188,7 +188,7 @@ KEYS = [
 junk = st.recursive(
     st.none() | st.booleans() | st.integers(-3, 10) | st.floats(allow_nan=True) | st.text(max_size=6),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
-    max_leaves=6,
+    max_leaves=4,
 )
 values = st.sampled_from(["0", "1", "2", "8", "-1", "x", "", "0,8", "1.5", "nan", "worker", "master", " 3"]) | st.text(
     max_size=5
@@ -253,7 +253,7 @@ ODD_OWNER = {"metadata": {"name": "a", "namespace": NS}, "spec": {"schedulingGat
               "schedulingGroup": {"podGroupName": "red"}}}  # fmt: skip
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(pods=pods, owners=owners)
 @example(pods=[ODD_OWNER], owners=Owners(podgroups={(NS, "red"): []}))  # type: ignore[dict-item]
 def test_odd_pods_and_owners_never_make_reading_raise(pods: list[Any], owners: Owners) -> None:
