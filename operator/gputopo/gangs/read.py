@@ -3,7 +3,8 @@
 A pod is a member when gputopo's gate holds it (``GATE``) or gputopo has steered it (annotation
 ``gputopo.io/gang``); a TrainingJob's own pods (label ``gputopo.io/job``) are not. Each member is claimed by
 the first source that knows it (``gputopo.gangs.sources``); a pod whose explicit declarations name two
-gangs is refused, and both gangs say so. Nothing here raises on odd data: it is skipped or becomes a problem.
+gangs is refused, and both gangs say so. A gated pod no source knows is reported as unclaimed (its gate holds it
+for nothing). Nothing here raises on odd data: it is skipped or becomes a problem.
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ _DECLARED_BY = {
     "kueue": "Kueue pod group {} (label kueue.x-k8s.io/pod-group-name)",
 }
 
+_UNCLAIMED = (
+    "no gang source knows the pod: no PodGroup, gputopo.io/gang, Kueue pod group, JobSet, LeaderWorkerSet, "
+    "PyTorchJob or Indexed Job names its gang"
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
@@ -43,10 +49,11 @@ class Refusal:
 
 @dataclass(frozen=True, slots=True)
 class GangsRead:
-    """The gangs read from a set of pods (ordered by id) and the pods refused."""
+    """The gangs read from a set of pods (ordered by id), the pods refused, and the gated pods no source knows."""
 
     gangs: tuple[Gang, ...]
     refused: tuple[Refusal, ...] = ()
+    unclaimed: tuple[Refusal, ...] = ()
 
     def gang(self, gang: GangId) -> Gang | None:
         return next((g for g in self.gangs if g.id == gang), None)
@@ -139,6 +146,7 @@ def read_gangs(pods: Iterable[Mapping[str, Any]], owners: Owners) -> GangsRead:
     """The gangs the pods gputopo places are members of, and the pods it refuses."""
     by_gang: dict[GangId, list[_Claimed]] = {}
     refused: list[Refusal] = []
+    unclaimed: list[Refusal] = []
     told: dict[GangId, list[str]] = {}
     for pod in pods:
         if not isinstance(pod, Mapping) or not is_member(pod):
@@ -152,8 +160,11 @@ def read_gangs(pods: Iterable[Mapping[str, Any]], owners: Owners) -> GangsRead:
                     told.setdefault(named.gang, []).append(f"pod {found.pod} is refused: {found.reason}")
         elif found is not None:
             by_gang.setdefault(found.gang, []).append(_Claimed(pod, found))
+        else:
+            name = text(mapping(pod.get("metadata")).get("name"))
+            unclaimed.append(Refusal(namespace_of(pod), name, _UNCLAIMED))
     gangs = tuple(_gang(gang, claimed, told.get(gang, [])) for gang, claimed in sorted(by_gang.items()))
-    return GangsRead(gangs, tuple(refused))
+    return GangsRead(gangs, tuple(refused), tuple(unclaimed))
 
 
 def _unique(lines: Iterable[str]) -> tuple[str, ...]:

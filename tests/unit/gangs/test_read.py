@@ -81,7 +81,10 @@ def test_members_are_gated_or_steered_pods_and_never_a_trainingjobs() -> None:
     steered["status"]["phase"] = "Running"
     other = _contract("free", rank="1").gates().build()
     own = _contract("tj-0").label("gputopo.io/job", "tj").build()
-    (gang,) = read_gangs([gated, steered, other, own], Owners()).gangs
+    stray = pod("stray").gpus(8).build()
+    read = read_gangs([gated, steered, other, own, stray], Owners())
+    assert [(r.pod, r.reason.split(":")[0]) for r in read.unclaimed] == [("stray", "no gang source knows the pod")]
+    (gang,) = read.gangs
     assert [m.pod for m in gang.members] == ["gated", "steered"]
     s = gang.members[1]
     assert (s.node, s.planned, s.generation, s.phase, s.gated) == ("gpu-3", tuple(range(8)), 4, "Running", False)
