@@ -187,7 +187,7 @@ def _gang(gang: GangId, claimed: list[_Claimed], told: list[str]) -> Gang:
     declared = _declared(claims, members, problems)
     live: dict[int, str] = {}
     for m in members:
-        if m.deleting:
+        if m.gone:
             continue
         if m.rank in live:
             problems.append(f"pods {live[m.rank]} and {m.pod} are both rank {m.rank}")
@@ -253,7 +253,7 @@ def _declared(claims: list[Claim], members: tuple[Member, ...], problems: list[s
     if exact is not None or not found:
         return exact
     guess = found[0]
-    live = [m for m in members if not m.deleting]
+    live = [m for m in members if not m.gone]
     counts = {m.gpus for m in live}
     if len(counts) <= 1:
         return replace(guess, shape=(counts.pop(),) * guess.size) if counts else guess

@@ -106,6 +106,15 @@ def test_a_deleting_pod_gives_way_to_its_replacement() -> None:
     assert gang.by_rank[0].pod == "new"
 
 
+def test_a_failed_pod_that_its_job_keeps_gives_way_to_the_next() -> None:
+    failed = _contract("first").created("2026-12-04T10:00:00Z").build()
+    failed["status"]["phase"] = "Failed"
+    (gang,) = read_gangs([failed, _contract("second").created("2026-12-04T10:09:00Z").build()], Owners()).gangs
+    assert gang.problems == ()
+    assert gang.by_rank[0].pod == "second"
+    assert gang.missing() == (1,)
+
+
 def test_a_gpu_count_that_is_not_whole_is_a_problem() -> None:
     (gang,) = read_gangs([_contract("p").gpus("1.5").build()], Owners()).gangs
     assert any("'1.5' is not a whole number of GPUs" in p for p in gang.problems)
