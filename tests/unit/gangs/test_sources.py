@@ -280,3 +280,14 @@ def test_leaderworkerset_exclusive_topology_is_the_groups_required_domain() -> N
     (gang,) = read_gangs([built], Owners(leaderworkersets={(NS, "vllm"): body})).gangs
     assert gang.needs.required_label == "cloud/rack"
     assert gang.owner == OwnerRef("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "vllm", body["metadata"]["uid"])
+
+
+def test_podgroup_under_a_composite_group_leaves_the_gang_to_its_jobset() -> None:
+    js = jobset("llama", ("workers", 2, 1, 8))
+    first = jobset_pods(js)[0]
+    first["spec"]["schedulingGroup"] = {"podGroupName": "llama-workers-0-pg"}
+    group = _podgroup("llama-workers-0-pg", 1)
+    group["spec"]["parentCompositePodGroupName"] = "llama-cpg"  # type: ignore[index]
+    owners = Owners(podgroups={(NS, "llama-workers-0-pg"): group}, jobsets={(NS, "llama"): js})
+    (gang,) = read_gangs([first], owners).gangs
+    assert gang.id == GangId(NS, "jobset", "llama") and gang.declared is not None and gang.declared.size == 2

@@ -5,7 +5,8 @@
 A Job with ``spec.scheduling`` gets its PodGroup from the Job controller (k8s.io/kubernetes v1.37.2
 ``pkg/controller/job/job_scheduling_manager.go``): named ``<workload>-<job>-pgt-0-<hash>``, with a controller
 ownerReference to the Job (and a non-controller one to the Workload), so the Job's template gives the shape.
-A group with the ``basic`` policy is scheduled pod by pod: it is no gang, and the pod's owner may still make one.
+A group with the ``basic`` policy is scheduled pod by pod: it is no gang, and the pod's owner may still make one; a
+group under a CompositePodGroup (``spec.parentCompositePodGroupName``) is part of a larger unit its owner declares.
 """
 
 from __future__ import annotations
@@ -85,7 +86,9 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
         )
     spec = mapping(group.get("spec"))
     policy = mapping(spec.get("schedulingPolicy"))
-    if "gang" not in policy:
+    if "gang" not in policy or text(spec.get("parentCompositePodGroupName")):
+        # Basic: pod by pod. Under a CompositePodGroup (a JobSet's child Job's group): the whole composite is
+        # the unit, which the owner (the JobSet) declares.
         return None
     where = f"PodGroup {namespace}/{name}"
     min_count = as_int(mapping(policy.get("gang")).get("minCount"))
