@@ -27,6 +27,7 @@ __all__ = [
     "mapping",
     "namespace_of",
     "own_gpus",
+    "owner_body",
     "owner_ref",
     "pod_priority",
     "template_gpus",
@@ -154,3 +155,9 @@ def completion_index(pod: Raw) -> int | None:
 def own_gpus(pod: Raw, problems: list[str]) -> int:
     """The GPUs the pod itself asks for; 0 when none, a problem when not a whole number."""
     return template_gpus(pod, "pod", problems)
+
+
+def owner_body(bodies: Mapping[Key, Raw], namespace: str, name: str) -> Raw | None:
+    """The owner object read as (namespace, name); None when it was not read, or is not an object."""
+    found = bodies.get((namespace, name))
+    return found if isinstance(found, Mapping) else None

@@ -125,6 +125,12 @@ class Member:
     constraints: PodConstraints = NO_CONSTRAINTS
 
     @property
+    def gone(self) -> bool:
+        """Being deleted, or failed: its controller replaces it (a Job keeps a failed pod while it makes the
+        next), so another pod may hold its rank."""
+        return self.deleting or self.phase == "Failed"
+
+    @property
     def gated(self) -> bool:
         """Still held by gputopo's gate."""
         return GATE in self.gates
@@ -152,7 +158,7 @@ class Gang:
 
     @property
     def by_rank(self) -> dict[int, Member]:
-        """The live member of each rank (a deleting pod gives way to its replacement)."""
+        """The live member of each rank (a deleting or failed pod gives way to its replacement)."""
         out: dict[int, Member] = {}
         for member in sorted(self.members, key=_age):
             out.setdefault(member.rank, member)
@@ -162,9 +168,9 @@ class Gang:
         """Ranks of the declared size with no live pod yet."""
         if self.declared is None:
             return ()
-        present = {r for r, m in self.by_rank.items() if not m.deleting}
+        present = {r for r, m in self.by_rank.items() if not m.gone}
         return tuple(r for r in range(self.declared.size) if r not in present)
 
 
 def _age(member: Member) -> tuple[bool, float, str]:
-    return (member.deleting, member.created.timestamp() if member.created else 0.0, member.pod)
+    return (member.gone, member.created.timestamp() if member.created else 0.0, member.pod)

@@ -84,13 +84,17 @@ class Unit:
 
 
 def units(declared: Declared, exclusive: bool) -> tuple[Unit, ...]:
-    """The gang's GPU ranks grouped into requests, in order of their first rank."""
-    groups: dict[tuple[str, str, int], list[int]] = {}
+    """The gang's GPU ranks grouped into requests, in order of their first rank: one per GPU shape (roles of one
+    shape share it), and one per part and shape where parts are exclusive."""
+    groups: dict[tuple[str, int], list[int]] = {}
     for rank in declared.gpu_ranks:
-        role = declared.roles[rank] if rank < len(declared.roles) else ""
         part = declared.parts[rank] if exclusive and rank < len(declared.parts) else ""
-        groups.setdefault((part, role, declared.shape[rank]), []).append(rank)
-    return tuple(Unit(tuple(ranks), gpus, role, part) for (part, role, gpus), ranks in groups.items())
+        groups.setdefault((part, declared.shape[rank]), []).append(rank)
+    out = []
+    for (part, gpus), ranks in groups.items():
+        roles = dict.fromkeys(declared.roles[r] for r in ranks if r < len(declared.roles) and declared.roles[r])
+        out.append(Unit(tuple(ranks), gpus, "+".join(roles), part))
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@
 A pod is a member when gputopo's gate holds it (``GATE``) or gputopo has steered it (annotation
 ``gputopo.io/gang``); a TrainingJob's own pods (label ``gputopo.io/job``) are not. Each member is claimed by
 the first source that knows it (``gputopo.gangs.sources``); a pod whose explicit declarations name two
-gangs is refused, and both gangs say so. Nothing here raises on odd data: it is skipped or becomes a problem.
+gangs is refused, and both gangs say so. A gated pod no source knows is reported as unclaimed (its gate holds it
+for nothing). Nothing here raises on odd data: it is skipped or becomes a problem.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import Any
 
 from gputopo.api.gpus import GpuCountError, pod_gpus
 from gputopo.api.group import ANNOTATION_GPUS, ANNOTATION_PLACEMENT_GENERATION, LABEL_JOB
+from gputopo.api.trainingjob import IntraNode
 from gputopo.gangs.annotations import ANNOTATION_GANG
 from gputopo.gangs.claims import Claim, Owners, Raw, annotations_of, as_int, labels_of, mapping, namespace_of, text
-from gputopo.gangs.model import GATE, NO_CONSTRAINTS, Declared, Gang, GangId, Member
+from gputopo.gangs.model import GATE, NO_CONSTRAINTS, Declared, Gang, GangId, Member, Needs
 from gputopo.gangs.sources import DERIVED, EXPLICIT
 from gputopo.placement.template import TemplateError, pod_constraints
 
@@ -29,6 +31,11 @@ _DECLARED_BY = {
     "gputopo": "gang {} (label gputopo.io/gang)",
     "kueue": "Kueue pod group {} (label kueue.x-k8s.io/pod-group-name)",
 }
+
+_UNCLAIMED = (
+    "no gang source knows the pod: no PodGroup, gputopo.io/gang, Kueue pod group, JobSet, LeaderWorkerSet, "
+    "PyTorchJob or Indexed Job names its gang"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +49,11 @@ class Refusal:
 
 @dataclass(frozen=True, slots=True)
 class GangsRead:
-    """The gangs read from a set of pods (ordered by id) and the pods refused."""
+    """The gangs read from a set of pods (ordered by id), the pods refused, and the gated pods no source knows."""
 
     gangs: tuple[Gang, ...]
     refused: tuple[Refusal, ...] = ()
+    unclaimed: tuple[Refusal, ...] = ()
 
     def gang(self, gang: GangId) -> Gang | None:
         return next((g for g in self.gangs if g.id == gang), None)
@@ -138,6 +146,7 @@ def read_gangs(pods: Iterable[Mapping[str, Any]], owners: Owners) -> GangsRead:
     """The gangs the pods gputopo places are members of, and the pods it refuses."""
     by_gang: dict[GangId, list[_Claimed]] = {}
     refused: list[Refusal] = []
+    unclaimed: list[Refusal] = []
     told: dict[GangId, list[str]] = {}
     for pod in pods:
         if not isinstance(pod, Mapping) or not is_member(pod):
@@ -151,8 +160,11 @@ def read_gangs(pods: Iterable[Mapping[str, Any]], owners: Owners) -> GangsRead:
                     told.setdefault(named.gang, []).append(f"pod {found.pod} is refused: {found.reason}")
         elif found is not None:
             by_gang.setdefault(found.gang, []).append(_Claimed(pod, found))
+        else:
+            name = text(mapping(pod.get("metadata")).get("name"))
+            unclaimed.append(Refusal(namespace_of(pod), name, _UNCLAIMED))
     gangs = tuple(_gang(gang, claimed, told.get(gang, [])) for gang, claimed in sorted(by_gang.items()))
-    return GangsRead(gangs, tuple(refused))
+    return GangsRead(gangs, tuple(refused), tuple(unclaimed))
 
 
 def _unique(lines: Iterable[str]) -> tuple[str, ...]:
@@ -175,7 +187,7 @@ def _gang(gang: GangId, claimed: list[_Claimed], told: list[str]) -> Gang:
     declared = _declared(claims, members, problems)
     live: dict[int, str] = {}
     for m in members:
-        if m.deleting:
+        if m.gone:
             continue
         if m.rank in live:
             problems.append(f"pods {live[m.rank]} and {m.pod} are both rank {m.rank}")
@@ -185,17 +197,43 @@ def _gang(gang: GangId, claimed: list[_Claimed], told: list[str]) -> Gang:
                 f"pod {m.pod} (rank {m.rank}) asks for {m.gpus} GPUs, its gang declares {declared.shape[m.rank]}"
             )
     first = claims[0]
-    exclusive = next((c.needs.exclusive_label for c in claims if c.needs.exclusive_label), None)
     return Gang(
         id=gang,
         declared=declared,
         members=tuple(sorted(members, key=lambda m: (m.rank, m.pod))),
-        needs=replace(first.needs, exclusive_label=exclusive),
+        needs=_merged([c.needs for c in claims]),
         priority=max(c.priority for c in claims),
         owner=next((c.owner for c in claims if c.owner is not None), None),
         disruption=first.disruption,
         evict_bare=any(c.evict_bare for c in claims),
         problems=_unique(problems),
+    )
+
+
+_STRICTNESS = (IntraNode.ANY, IntraNode.NVLINK, IntraNode.NVSWITCH)
+
+
+def _least(values: Iterable[int | None]) -> int | None:
+    given = [v for v in values if v is not None]
+    return min(given) if given else None
+
+
+def _first(values: Iterable[str | None]) -> str | None:
+    return next((v for v in values if v), None)
+
+
+def _merged(needs: list[Needs]) -> Needs:
+    """What the members' templates ask for together (roles have templates of their own, and a role's
+    annotations hold for the gang): the strictest of each need, a label or slice size from the lowest rank."""
+    return Needs(
+        intra_node=max((n.intra_node for n in needs), key=_STRICTNESS.index),
+        required_tier=_least(n.required_tier for n in needs),
+        preferred_tier=_least(n.preferred_tier for n in needs),
+        required_label=_first(n.required_label for n in needs),
+        preferred_label=_first(n.preferred_label for n in needs),
+        min_busbw_gbps=max(n.min_busbw_gbps for n in needs),
+        slice_size=next((n.slice_size for n in needs if n.slice_size is not None), None),
+        exclusive_label=_first(n.exclusive_label for n in needs),
     )
 
 
@@ -215,7 +253,7 @@ def _declared(claims: list[Claim], members: tuple[Member, ...], problems: list[s
     if exact is not None or not found:
         return exact
     guess = found[0]
-    live = [m for m in members if not m.deleting]
+    live = [m for m in members if not m.gone]
     counts = {m.gpus for m in live}
     if len(counts) <= 1:
         return replace(guess, shape=(counts.pop(),) * guess.size) if counts else guess

@@ -8,13 +8,14 @@ from placement_builders import TIER0, TIER1, node, snapshot
 
 from gputopo.gangs.claims import Owners
 from gputopo.gangs.model import Declared, Gang, GangId, Member, Needs
-from gputopo.gangs.planning import GangPlan, Tiers, plan_gang, resolve
+from gputopo.gangs.planning import GangPlan, Tiers, plan_gang, resolve, units
 from gputopo.gangs.read import read_gangs
 from gputopo.placement import place
 from gputopo.placement.types import DEFAULT_TIERS, Unplaceable
 
 NS = "team-a"
 POOL = "cloud.google.com/gke-nodepool"
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 GANG = GangId(NS, "gputopo", "g")
 
 
@@ -149,3 +150,32 @@ def test_problems_or_unknown_size_refuse_before_placing() -> None:
     assert isinstance(refused, Unplaceable) and refused.reason == "bad"
     waiting = plan_gang(snap, Gang(GANG, None, members=(Member("p", "u", 0, 8),)), DEFAULT_TIERS, place)
     assert isinstance(waiting, Unplaceable) and "not known yet" in waiting.reason
+
+
+def test_roles_of_one_shape_share_one_request() -> None:
+    js = jobset("llama", ("driver", 1, 1, 8), ("workers", 1, 3, 8))
+    (gang,) = read_gangs(jobset_pods(js), Owners(jobsets={(NS, "llama"): js})).gangs
+    assert gang.declared is not None
+    (unit,) = units(gang.declared, exclusive=False)
+    assert (unit.ranks, unit.gpus, unit.role) == ((0, 1, 2, 3), 8, "driver+workers")
+    snap = snapshot(*(node(f"n{i}").leaf("l1") for i in range(4)))
+    plan = _planned(plan_gang(snap, gang, DEFAULT_TIERS, place))
+    assert len(plan.parts) == 1 and [w.rank for w in plan.workers] == [0, 1, 2, 3]
+
+
+def test_a_gang_without_gpu_ranks_has_an_empty_plan() -> None:
+    plan = _planned(plan_gang(snapshot(node("a").leaf("l1")), _gang((0, 0)), DEFAULT_TIERS, place))
+    assert plan.workers == () and plan.parts == ()
+
+
+def test_only_the_exclusive_replicated_jobs_are_parts() -> None:
+    js = jobset("llama", ("driver", 1, 1, 4), ("workers", 2, 1, 8))
+    js["spec"]["replicatedJobs"][1]["template"]["metadata"] = {"annotations": {EXCLUSIVE: POOL}}
+    (gang,) = read_gangs(jobset_pods(js), Owners(jobsets={(NS, "llama"): js})).gangs
+    assert gang.needs.exclusive_label == POOL
+    assert gang.declared is not None and gang.declared.parts == ("", "llama-workers-0", "llama-workers-1")
+    pools = {"a1": "pool-a", "b1": "pool-b", "c1": "pool-c"}
+    snap = snapshot(*(node(n).leaf("l1").label(POOL, p) for n, p in pools.items()))
+    plan = _planned(plan_gang(snap, gang, DEFAULT_TIERS, place))
+    assert pools[plan.workers[1].node] != pools[plan.workers[2].node]
+    assert len(plan.workers[0].gpus) == 4

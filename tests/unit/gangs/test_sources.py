@@ -259,3 +259,35 @@ def test_heterogeneous_kueue_group_shape_known_once_every_pod_is_here() -> None:
     assert partial.declared is None
     whole = read_gangs([member(0, 8), member(1, 4), member(2, 4)], Owners()).gangs[0]
     assert whole.declared == Declared(3, (8, 4, 4))
+
+
+def test_podgroup_without_a_whole_min_count_is_a_problem_naming_it() -> None:
+    group = _podgroup("g", 2)
+    group["spec"]["schedulingPolicy"] = {"gang": {"minCount": "two"}}  # type: ignore[index]
+    (gang,) = read_gangs([pod("p").gpus(8).group("g").build()], Owners(podgroups={(NS, "g"): group})).gangs
+    assert gang.declared is None
+    assert gang.problems == ("PodGroup team-a/g: spec.schedulingPolicy.gang.minCount is not a whole number ≥ 1",)
+
+
+def test_podgroup_not_read_yet_is_a_member_of_unknown_size() -> None:
+    (gang,) = read_gangs([pod("p").gpus(8).group("g").build()], Owners()).gangs
+    assert gang.id == GangId(NS, "podgroup", "g") and gang.declared is None and gang.problems == ()
+
+
+def test_leaderworkerset_exclusive_topology_is_the_groups_required_domain() -> None:
+    body = lws("vllm", size=2, leader_gpus=8, worker_gpus=8)
+    built = lws_pod(body, 0, 0, 8).annotate("leaderworkerset.sigs.k8s.io/exclusive-topology", "cloud/rack").build()
+    (gang,) = read_gangs([built], Owners(leaderworkersets={(NS, "vllm"): body})).gangs
+    assert gang.needs.required_label == "cloud/rack"
+    assert gang.owner == OwnerRef("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "vllm", body["metadata"]["uid"])
+
+
+def test_podgroup_under_a_composite_group_leaves_the_gang_to_its_jobset() -> None:
+    js = jobset("llama", ("workers", 2, 1, 8))
+    first = jobset_pods(js)[0]
+    first["spec"]["schedulingGroup"] = {"podGroupName": "llama-workers-0-pg"}
+    group = _podgroup("llama-workers-0-pg", 1)
+    group["spec"]["parentCompositePodGroupName"] = "llama-cpg"  # type: ignore[index]
+    owners = Owners(podgroups={(NS, "llama-workers-0-pg"): group}, jobsets={(NS, "llama"): js})
+    (gang,) = read_gangs([first], owners).gangs
+    assert gang.id == GangId(NS, "jobset", "llama") and gang.declared is not None and gang.declared.size == 2

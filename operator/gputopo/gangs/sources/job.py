@@ -20,6 +20,7 @@ from gputopo.gangs.claims import (
     labels_of,
     mapping,
     namespace_of,
+    owner_body,
     owner_ref,
     pod_priority,
     template_gpus,
@@ -40,7 +41,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
     if owner is None or owner.kind != "Job" or index is None or JOBSET_NAME_KEY in labels_of(pod):
         return None
     namespace = namespace_of(pod)
-    job = owners.jobs.get((namespace, owner.name))
+    job = owner_body(owners.jobs, namespace, owner.name)
     declared = None
     pod_needs = read_needs(annotations_of(pod))
     problems = list(pod_needs.problems)

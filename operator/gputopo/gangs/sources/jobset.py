@@ -25,6 +25,7 @@ from gputopo.gangs.claims import (
     labels_of,
     mapping,
     namespace_of,
+    owner_body,
     pod_priority,
     template_gpus,
     text,
@@ -115,7 +116,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
     job_index = as_int(labels.get(JOB_INDEX_KEY))
     index = completion_index(pod)
     exclusive = annotations.get(EXCLUSIVE_KEY) or None
-    jobset = owners.jobsets.get((namespace, name))
+    jobset = owner_body(owners.jobsets, namespace, name)
     owner = OwnerRef(API_VERSION, "JobSet", name, labels.get(JOBSET_UID_KEY, ""))
     declared = None
     rank = None

@@ -25,6 +25,7 @@ from gputopo.gangs.claims import (
     mapping,
     namespace_of,
     own_gpus,
+    owner_body,
     pod_priority,
     template_gpus,
     text,
@@ -63,7 +64,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
     worker = as_int(labels.get(WORKER_INDEX_LABEL))
     if worker is None:
         problems.append(f"label {WORKER_INDEX_LABEL}: {labels.get(WORKER_INDEX_LABEL)!r} is not a worker index")
-    lws = owners.leaderworkersets.get((namespace, name))
+    lws = owner_body(owners.leaderworkersets, namespace, name)
     owner = OwnerRef(API_VERSION, "LeaderWorkerSet", name, "")
     size = as_int(annotations.get(SIZE_ANNOTATION))
     uniform = True

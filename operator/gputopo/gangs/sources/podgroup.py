@@ -5,7 +5,8 @@
 A Job with ``spec.scheduling`` gets its PodGroup from the Job controller (k8s.io/kubernetes v1.37.2
 ``pkg/controller/job/job_scheduling_manager.go``): named ``<workload>-<job>-pgt-0-<hash>``, with a controller
 ownerReference to the Job (and a non-controller one to the Workload), so the Job's template gives the shape.
-A group with the ``basic`` policy is scheduled pod by pod: it is no gang, and the pod's owner may still make one.
+A group with the ``basic`` policy is scheduled pod by pod: it is no gang, and the pod's owner may still make one; a
+group under a CompositePodGroup (``spec.parentCompositePodGroupName``) is part of a larger unit its owner declares.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from gputopo.gangs.claims import (
     mapping,
     namespace_of,
     own_gpus,
+    owner_body,
     owner_ref,
     pod_priority,
     template_gpus,
@@ -70,7 +72,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
         rank = as_int(labels_of(pod).get(LABEL_RANK))
     gang = GangId(namespace, SOURCE, name)
     pod_owner = owner_ref(controller_of(pod))
-    group = owners.podgroups.get((namespace, name))
+    group = owner_body(owners.podgroups, namespace, name)
     if group is None:  # not read yet: a member whose gang's size is unknown
         return Claim(
             gang,
@@ -84,12 +86,14 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
         )
     spec = mapping(group.get("spec"))
     policy = mapping(spec.get("schedulingPolicy"))
-    if "gang" not in policy:
+    if "gang" not in policy or text(spec.get("parentCompositePodGroupName")):
+        # Basic: pod by pod. Under a CompositePodGroup (a JobSet's child Job's group): the whole composite is
+        # the unit, which the owner (the JobSet) declares.
         return None
     where = f"PodGroup {namespace}/{name}"
     min_count = as_int(mapping(policy.get("gang")).get("minCount"))
     owner = owner_ref(controller_of(group)) or pod_owner
-    job = owners.jobs.get((namespace, owner.name)) if owner and owner.kind == "Job" else None
+    job = owner_body(owners.jobs, namespace, owner.name) if owner and owner.kind == "Job" else None
     uniform = job is None
     if job is not None:
         gpus = template_gpus(

@@ -12,6 +12,7 @@ the pod's own env gives the rank and ``PET_NNODES`` the size (a range "1:4" unde
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 from gputopo.gangs.annotations import read_needs
@@ -26,6 +27,7 @@ from gputopo.gangs.claims import (
     mapping,
     namespace_of,
     own_gpus,
+    owner_body,
     pod_priority,
     template_gpus,
     text,
@@ -83,12 +85,13 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
     problems = list(pod_needs.problems)
     rtype = labels.get(REPLICA_TYPE_LABEL, "").lower()
     index = as_int(labels.get(REPLICA_INDEX_LABEL))
-    job = owners.pytorchjobs.get((namespace, name))
+    job = owner_body(owners.pytorchjobs, namespace, name)
     owner = OwnerRef(API_VERSION, "PyTorchJob", name, text(controller_of(pod).get("uid")))
     declared = None
     rank = None
     uniform = False
     if job is not None:
+        owner = replace(owner, uid=text(mapping(job.get("metadata")).get("uid")) or owner.uid)
         specs = _specs(job)
         for unknown in sorted(set(specs) - set(_ORDER)):
             problems.append(f"PyTorchJob {namespace}/{name}: replica type {unknown!r} is not Master or Worker")
