@@ -26,6 +26,7 @@ from gputopo.gangs.claims import Owners
 from gputopo.gangs.model import Gang
 from gputopo.gangs.planning import plan_gang
 from gputopo.gangs.read import Refusal, read_gangs
+from gputopo.gangs.steer import NotGatedError, release_patch
 from gputopo.kube.client import KubeClient
 from gputopo.kube.errors import ApiError
 from gputopo.placement.types import GpuChoice, Placement, Policy, Snapshot, TierConfig, Unplaceable
@@ -46,15 +47,16 @@ class GangSide:
     client: KubeClient
     poke: Callable[[], None]
     arrival_timeout: float
+    watches_namespace: Callable[[str], bool] = lambda _: True  # the namespaces the operator watches
     writing: dict[JobKey, asyncio.Task[None]] = field(default_factory=dict)
     # The record each gang's last writes left, and when (monotonic).
     written: dict[JobKey, tuple[GangRecord, float]] = field(default_factory=dict)
     told: set[tuple[str, str, str]] = field(default_factory=set)  # refusals already posted as Events
-    events: set[asyncio.Task[None]] = field(default_factory=set)
+    events: set[asyncio.Task[None]] = field(default_factory=set)  # Events and gates lifted, going out
 
     def read(self, watches: GangWatches, tiers: TierConfig, place: Policy, gpu_choice: GpuChoice) -> GangInput:
         """The gangs as the watches show them now (pods refused are told once, as an Event on the pod)."""
-        pods = list(watches.pods.values())
+        pods = [p for p in watches.pods.values() if self.watches_namespace(str(_meta(p).get("namespace", "")))]
         owners = Owners(
             podgroups=watches.pod_groups,
             jobs=watches.jobs,
@@ -64,14 +66,15 @@ class GangSide:
         )
         found = read_gangs(pods, owners)
         self._tell(found.refused)
+        self._let_go(found.unclaimed, watches)
         records: dict[JobKey, GangRecord] = {}
         for body in watches.gang_placements.values():
             record = record_facts(body)
-            if record is not None:
+            if record is not None and self.watches_namespace(record.key[0]):
                 records[record.key] = self._freshest(record)
         bodies: dict[str, Any] = {}
         for pod in pods:
-            uid = (pod.get("metadata") or {}).get("uid")
+            uid = _meta(pod).get("uid")
             if isinstance(uid, str) and uid:
                 bodies[uid] = pod
 
@@ -114,6 +117,36 @@ class GangSide:
                 del self.writing[actions.key]
             self.poke()
 
+    def _let_go(self, unclaimed: tuple[Refusal, ...], watches: GangWatches) -> None:
+        """Lift gputopo's gate from gated pods no source makes a gang of (a user's gate on a pod of no gang):
+        holding them would hold them forever."""
+        for refusal in unclaimed:
+            key = (refusal.namespace, refusal.pod, "unclaimed")
+            body = watches.pods.get((refusal.namespace, refusal.pod))
+            if key in self.told or body is None:
+                continue
+            try:
+                ops = release_patch(body)
+            except NotGatedError:
+                continue
+            self.told.add(key)
+            uid = str(_meta(body).get("uid", ""))
+            guarded = [{"op": "test", "path": "/metadata/uid", "value": uid}, *ops] if uid else ops
+            self._spawn(self._release(refusal.namespace, refusal.pod, guarded, refusal.reason))
+
+    async def _release(self, namespace: str, pod: str, ops: list[dict[str, Any]], why: str) -> None:
+        try:
+            if await self.client.patch_pod_json(namespace, pod, ops):
+                logger.info("pod %s/%s let go unplaced: %s", namespace, pod, why)
+        except ApiError as error:
+            self.told.discard((namespace, pod, "unclaimed"))
+            logger.warning("pod %s/%s: lifting gputopo's gate failed: %s", namespace, pod, error)
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.create_task(work)
+        self.events.add(task)
+        task.add_done_callback(self.events.discard)
+
     def _tell(self, refused: tuple[Refusal, ...]) -> None:
         for refusal in refused:
             told = (refusal.namespace, refusal.pod, refusal.reason)
@@ -121,15 +154,18 @@ class GangSide:
                 continue
             self.told.add(told)
             about = Involved("v1", "Pod", refusal.pod, "")
-            task = asyncio.create_task(self._event(refusal.namespace, about, refusal.reason))
-            self.events.add(task)
-            task.add_done_callback(self.events.discard)
+            self._spawn(self._event(refusal.namespace, about, refusal.reason))
 
     async def _event(self, namespace: str, about: Involved, message: str) -> None:
         try:
             await self.client.event_on(namespace, about, "Warning", "GangRefused", message)
         except ApiError as error:
             logger.debug("event on pod %s/%s not recorded: %s", namespace, about.name, error)
+
+
+def _meta(body: Any) -> dict[str, Any]:
+    meta = body.get("metadata") if isinstance(body, dict) else None
+    return meta if isinstance(meta, dict) else {}
 
 
 def left_by(actions: GangActions) -> GangRecord | None:

@@ -88,7 +88,9 @@ class Runtime:
     def __post_init__(self) -> None:
         self.writer = Writer(self.client, self.statuses, self.metrics, self.settings.api_concurrency)
         if self.gangs is None and self.settings.gangs:
-            self.gangs = GangSide(self.client, self.poke, self.settings.gang_arrival_timeout_seconds)
+            self.gangs = GangSide(
+                self.client, self.poke, self.settings.gang_arrival_timeout_seconds, self.settings.watches
+            )
 
     @property
     def config(self) -> Config:
