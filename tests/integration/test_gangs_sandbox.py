@@ -1,0 +1,492 @@
+"""Gangs gputopo does not own, on the sandbox's real kube-apiserver, kube-scheduler and kube-controller-manager.
+
+The pods carry the gate ``gputopo.io/placement`` in their template, as the chart's admission policy gives them
+(``test_admission_policy`` proves the policy; here every other module's pods must stay ungated). Jobs are made by
+the real Job controller; pods of JobSets, LeaderWorkerSets and PyTorchJobs are made here with the labels, names
+and owner references those controllers give them (their controllers are not in the Go module proxy), next to
+their owner objects under minimal CRDs of the same group, version and kind.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gputopo.sandbox.faults import link_fault
+from gputopo.sandbox.harness import OperatorProcess, namespaced_operator, wait_for
+from gputopo.sandbox.testing import SandboxHandle
+
+NS = "gangs-test"
+GATE = "gputopo.io/placement"
+OWNER_CRDS = (
+    ("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"),
+    ("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets"),
+    ("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs"),
+)
+
+
+def _crd(group: str, version: str, kind: str, plural: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }
+            ],
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def operator(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    crds = [_crd(*c) for c in OWNER_CRDS]
+    sandbox.kubectl("apply", "-f", "-", input="\n---\n".join(json.dumps(c) for c in crds))
+    for _, _, _, plural in OWNER_CRDS:
+        names = [f"crd/{c['metadata']['name']}" for c in crds if c["spec"]["names"]["plural"] == plural]
+        sandbox.kubectl("wait", "--for", "condition=Established", "--timeout", "60s", *names)
+    log_file = tmp_path_factory.mktemp("gangs") / "operator.log"
+    settings = {
+        "GPUTOPO_GANG_ARRIVAL_TIMEOUT_SECONDS": "12",
+        "GPUTOPO_QUARANTINE_SECONDS": "30",
+        "GPUTOPO_UNSCHEDULABLE_TIMEOUT_SECONDS": "20",
+    }
+    with namespaced_operator(sandbox.kubectl, sandbox.kubeconfig, log_file, NS, settings) as proc:
+        yield proc
+    for c in crds:
+        sandbox.kubectl("delete", "crd", c["metadata"]["name"], "--wait=false", check=False)
+
+
+class Cluster:
+    def __init__(self, sandbox: SandboxHandle, operator: OperatorProcess) -> None:
+        self.sandbox, self.operator = sandbox, operator
+
+    def apply(self, *objects: dict[str, Any]) -> None:
+        text = "\n---\n".join(json.dumps(o) for o in objects)
+        self.sandbox.kubectl("apply", "-n", NS, "--server-side", "--force-conflicts", "-f", "-", input=text)
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        out = self.sandbox.kubectl("create", "-n", NS, "-o", "json", "-f", "-", input=json.dumps(obj))
+        created: dict[str, Any] = json.loads(out)
+        return created
+
+    def get(self, kind: str, name: str) -> dict[str, Any] | None:
+        out = self.sandbox.kubectl("get", kind, name, "-n", NS, "-o", "json", "--ignore-not-found")
+        return json.loads(out) if out.strip() else None
+
+    def pods(self, selector: str | None = None) -> list[dict[str, Any]]:
+        args = ["get", "pods", "-n", NS, "-o", "json"] + (["-l", selector] if selector else [])
+        items: list[dict[str, Any]] = json.loads(self.sandbox.kubectl(*args))["items"]
+        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+    def gang(self, name: str) -> dict[str, Any]:
+        return self.get("gangplacement", name) or {}
+
+    def wait(self, what: str, predicate: Any, timeout: float = 60.0) -> Any:
+        try:
+            return wait_for(what, predicate, timeout=timeout, every=0.3)
+        except AssertionError:
+            print(self.operator.log_tail(60))
+            raise
+
+    def wait_phase(self, name: str, phase: str, timeout: float = 60.0) -> dict[str, Any]:
+        def reached() -> dict[str, Any] | None:
+            g = self.gang(name)
+            return g if (g.get("status") or {}).get("phase") == phase else None
+
+        result: dict[str, Any] = self.wait(
+            f"gang {name} {phase} (now {self.gang(name).get('status')})", reached, timeout
+        )
+        return result
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        out = self.sandbox.kubectl(
+            "get", "events", "-n", NS, "--field-selector", f"involvedObject.name={name}", "-o", "json"
+        )
+        items: list[dict[str, Any]] = json.loads(out)["items"]
+        return items
+
+    def reasons(self, name: str) -> set[str]:
+        return {e.get("reason", "") for e in self.events(name)}
+
+    def clean(self) -> None:
+        for kind in ("jobs", "jobsets", "leaderworkersets", "pytorchjobs", "podgroups", "pods", "gangplacements"):
+            self.sandbox.kubectl("delete", kind, "--all", "-n", NS, "--wait=false", "--grace-period=0", check=False)
+        self.wait("namespace emptied", lambda: not self.pods() and not self._gangs(), timeout=60)
+
+    def _gangs(self) -> list[Any]:
+        out = self.sandbox.kubectl("get", "gangplacements", "-n", NS, "-o", "json", check=False)
+        return list(json.loads(out)["items"]) if out.strip().startswith("{") else []
+
+
+@pytest.fixture
+def cluster(sandbox: SandboxHandle, operator: OperatorProcess) -> Iterator[Cluster]:
+    handle = Cluster(sandbox, operator)
+    yield handle
+    handle.clean()
+    assert operator.running, operator.log_tail()
+
+
+def _container(gpus: int, **extra: Any) -> dict[str, Any]:
+    limits = {"nvidia.com/gpu": str(gpus)} if gpus else {}
+    return {"name": "trainer", "image": "pytorch", "resources": {"limits": limits}, **extra}
+
+
+def _template(gpus: int, annotations: dict[str, str] | None = None, gated: bool = True) -> dict[str, Any]:
+    spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [_container(gpus)]}
+    if gated:
+        spec["schedulingGates"] = [{"name": GATE}]
+    return {"metadata": {"annotations": annotations or {}}, "spec": spec}
+
+
+def indexed_job(name: str, pods: int, gpus: int, **extra: Any) -> dict[str, Any]:
+    template = extra.pop("template", None) or _template(gpus, extra.pop("annotations", None))
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": pods,
+            "parallelism": pods,
+            "backoffLimit": 6,
+            "template": template,
+            **extra,
+        },
+    }
+
+
+def _planned_and_bound(cluster: Cluster, gang: dict[str, Any], selector: str) -> list[dict[str, Any]]:
+    """Every rank's pod bound where the record plans it, with the planned GPUs, ungated."""
+    ranks = {r["rank"]: r for r in gang["status"]["ranks"]}
+
+    def bound() -> list[dict[str, Any]] | None:
+        pods = cluster.pods(selector)
+        ok = [p for p in pods if p["spec"].get("nodeName")]
+        return pods if pods and len(ok) == len(pods) else None
+
+    pods: list[dict[str, Any]] = cluster.wait(f"pods of {selector} bound", bound)
+    for pod in pods:
+        annotations = pod["metadata"]["annotations"]
+        rank = next(r for r in ranks.values() if r["pod"] == pod["metadata"]["name"])
+        assert pod["spec"]["nodeName"] == rank["node"]
+        assert annotations["gputopo.io/gpus"] == ",".join(map(str, rank["gpus"]))
+        assert not [g for g in pod["spec"].get("schedulingGates") or [] if g["name"] == GATE]
+    return pods
+
+
+def test_an_indexed_job_is_planned_whole_and_each_rank_lands_on_its_plan(cluster: Cluster) -> None:
+    cluster.apply(indexed_job("idx", 2, 4, annotations={"gputopo.io/intra-node": "nvswitch"}))
+    gang = cluster.wait_phase("job-idx", "Running")
+    assert gang["spec"]["source"] == "job" and gang["spec"]["size"] == 2
+    assert gang["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    assert sorted(r["rank"] for r in gang["status"]["ranks"]) == [0, 1]
+    assert gang["status"]["estimatedBusBandwidthGBps"] > 0
+    _planned_and_bound(cluster, gang, "job-name=idx")
+    assert "GangPlaced" in cluster.reasons("idx")
+
+
+def test_a_job_with_a_gang_policy_is_placed_through_the_podgroup_its_controller_makes(cluster: Cluster) -> None:
+    job = indexed_job("pg", 2, 4, scheduling={"schedulingPolicy": {"gang": {"minCount": 2}}})
+    cluster.apply(job)
+    pods = cluster.wait("pods of pg", lambda: (p := cluster.pods("job-name=pg")) and len(p) == 2 and p)
+    group = pods[0]["spec"]["schedulingGroup"]["podGroupName"]
+    gang = cluster.wait_phase(f"podgroup-{group}", "Running")
+    assert gang["spec"]["source"] == "podgroup"
+    _planned_and_bound(cluster, gang, "job-name=pg")
+
+
+def test_a_leaderworkerset_group_takes_its_leader_first_and_its_worker_into_the_held_plan(cluster: Cluster) -> None:
+    lws = cluster.create(
+        {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "metadata": {"name": "lws"},
+            "spec": {"leaderWorkerTemplate": {"size": 2, "workerTemplate": _template(4)}},
+        }
+    )
+
+    def member(worker: int) -> dict[str, Any]:
+        name = "lws-0" if worker == 0 else f"lws-0-{worker}"
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "labels": {
+                    "leaderworkerset.sigs.k8s.io/name": "lws",
+                    "leaderworkerset.sigs.k8s.io/group-index": "0",
+                    "leaderworkerset.sigs.k8s.io/worker-index": str(worker),
+                },
+                "annotations": {"leaderworkerset.sigs.k8s.io/size": "2"},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+                        "kind": "LeaderWorkerSet",
+                        "name": "lws",
+                        "uid": lws["metadata"]["uid"],
+                    }
+                ],
+            },
+            "spec": _template(4)["spec"],
+        }
+
+    cluster.create(member(0))
+    planned = cluster.wait_phase("leaderworkerset-lws-0", "Planned")
+    assert planned["status"]["missingRanks"] == [1]
+    held = {r["rank"]: r["node"] for r in planned["status"]["ranks"]}
+    cluster.wait("leader bound", lambda: (p := cluster.get("pod", "lws-0")) and p["spec"].get("nodeName"))
+    cluster.create(member(1))  # LWS makes its workers once the leader is placed
+    running = cluster.wait_phase("leaderworkerset-lws-0", "Running")
+    assert {r["rank"]: r["node"] for r in running["status"]["ranks"]} == held
+    assert running["status"]["generation"] == planned["status"]["generation"]  # not planned again
+    worker = cluster.get("pod", "lws-0-1")
+    assert worker is not None and worker["spec"]["nodeName"] == held[1]
+
+
+def test_a_jobset_placed_from_the_jobs_its_controller_would_make(cluster: Cluster) -> None:
+    jobset = cluster.create(
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": {"name": "js"},
+            "spec": {
+                "replicatedJobs": [
+                    {
+                        "name": "workers",
+                        "replicas": 2,
+                        "template": {"spec": {"parallelism": 1, "completions": 1, "template": _template(4)}},
+                    }
+                ]
+            },
+        }
+    )
+    uid = jobset["metadata"]["uid"]
+    for index in range(2):
+        labels = {
+            "jobset.sigs.k8s.io/jobset-name": "js",
+            "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+            "jobset.sigs.k8s.io/replicatedjob-replicas": "2",
+            "jobset.sigs.k8s.io/job-index": str(index),
+            "jobset.sigs.k8s.io/job-global-index": str(index),
+            "jobset.sigs.k8s.io/jobset-uid": uid,
+        }
+        template = _template(4)
+        template["metadata"]["labels"] = labels
+        job = indexed_job(f"js-workers-{index}", 1, 4, template=template)
+        job["metadata"]["labels"] = labels
+        job["metadata"]["ownerReferences"] = [
+            {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": uid, "controller": True}
+        ]
+        cluster.create(job)
+    gang = cluster.wait_phase("jobset-js", "Running")
+    assert gang["spec"]["size"] == 2
+    _planned_and_bound(cluster, gang, "jobset.sigs.k8s.io/jobset-name=js")
+
+
+def test_a_pytorchjob_master_is_rank_zero_and_its_worker_rank_one(cluster: Cluster) -> None:
+    job = cluster.create(
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "pt"},
+            "spec": {
+                "pytorchReplicaSpecs": {
+                    "Master": {"replicas": 1, "template": _template(4)},
+                    "Worker": {"replicas": 1, "template": _template(4)},
+                }
+            },
+        }
+    )
+    for kind, index in (("master", 0), ("worker", 0)):
+        labels = {
+            "training.kubeflow.org/job-name": "pt",
+            "training.kubeflow.org/operator-name": "pytorchjob-controller",
+            "training.kubeflow.org/replica-type": kind,
+            "training.kubeflow.org/replica-index": str(index),
+        }
+        if kind == "master":
+            labels["training.kubeflow.org/job-role"] = "master"
+        cluster.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"pt-{kind}-{index}",
+                    "labels": labels,
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "kubeflow.org/v1",
+                            "kind": "PyTorchJob",
+                            "name": "pt",
+                            "uid": job["metadata"]["uid"],
+                            "controller": True,
+                        }
+                    ],
+                },
+                "spec": _template(4)["spec"],
+            }
+        )
+    gang = cluster.wait_phase("pytorchjob-pt", "Running")
+    by_rank = {r["rank"]: r["pod"] for r in gang["status"]["ranks"]}
+    assert by_rank == {0: "pt-master-0", 1: "pt-worker-0"}
+
+
+def _contract_pod(name: str, gang: str, size: int, rank: int, gpus: int, **annotations: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {"gputopo.io/gang": gang, "gputopo.io/gang-size": str(size), "gputopo.io/rank": str(rank)},
+            "annotations": annotations,
+        },
+        "spec": _template(gpus)["spec"],
+    }
+
+
+def test_a_launcher_without_gpus_goes_unpinned_and_the_workers_are_placed(cluster: Cluster) -> None:
+    shape = {"gputopo.io/gpus-per-rank": "0,4,4"}
+    cluster.create(_contract_pod("mpi-launcher", "mpi", 3, 0, 0, **shape))
+    for rank in (1, 2):
+        cluster.create(_contract_pod(f"mpi-worker-{rank}", "mpi", 3, rank, 4, **shape))
+    gang = cluster.wait_phase("gputopo-mpi", "Running")
+    assert sorted(r["rank"] for r in gang["status"]["ranks"]) == [1, 2]
+    launcher = cluster.wait(
+        "launcher bound", lambda: (p := cluster.get("pod", "mpi-launcher")) and p["spec"].get("nodeName") and p
+    )
+    assert not launcher["spec"].get("schedulingGates")
+    assert "gputopo.io/gpus" not in (launcher["metadata"].get("annotations") or {})
+
+
+def test_a_link_fault_evicts_the_job_and_its_controller_remakes_it_off_the_fault(
+    sandbox: SandboxHandle, cluster: Cluster
+) -> None:
+    cluster.apply(indexed_job("faulty", 2, 4, annotations={"gputopo.io/intra-node": "nvswitch"}))
+    gang = cluster.wait_phase("job-faulty", "Running")
+    rank0 = next(r for r in gang["status"]["ranks"] if r["rank"] == 0)
+    old = {p["metadata"]["uid"] for p in cluster.pods("job-name=faulty")}
+    a, b = rank0["gpus"][:2]
+    link_fault(sandbox.sandbox, rank0["node"], a, b, "down")
+    try:
+        after = cluster.wait(
+            "gang re-placed",
+            lambda: (
+                (g := cluster.gang("job-faulty"))["status"].get("restarts", 0) >= 1
+                and g["status"]["phase"] == "Running"
+                and g
+            ),
+            timeout=90,
+        )
+        assert "LinkDown" in after["status"]["lastRestartReason"]
+        assert rank0["node"] not in after["status"]["nodes"]
+        pods = _planned_and_bound(cluster, after, "job-name=faulty")
+        assert not old & {p["metadata"]["uid"] for p in pods}
+        assert "GangRestarting" in cluster.reasons("faulty")
+    finally:
+        link_fault(sandbox.sandbox, rank0["node"], a, b, "up")
+
+
+def test_bare_pods_under_a_fault_are_reported_not_evicted(sandbox: SandboxHandle, cluster: Cluster) -> None:
+    for rank in (0, 1):
+        cluster.create(_contract_pod(f"bare-{rank}", "bare", 2, rank, 4, **{"gputopo.io/intra-node": "nvswitch"}))
+    gang = cluster.wait_phase("gputopo-bare", "Running")
+    rank0 = next(r for r in gang["status"]["ranks"] if r["rank"] == 0)
+    a, b = rank0["gpus"][:2]
+    link_fault(sandbox.sandbox, rank0["node"], a, b, "down")
+    try:
+        cluster.wait(
+            "fault reported",
+            lambda: "gputopo.io/evict-bare-pods" in cluster.gang("gputopo-bare")["status"].get("message", ""),
+            timeout=60,
+        )
+        assert len(cluster.pods("gputopo.io/gang=bare")) == 2  # nobody would make them again: not evicted
+    finally:
+        link_fault(sandbox.sandbox, rank0["node"], a, b, "up")
+
+
+def test_kill_9_between_plan_and_ungating_leaves_no_pod_gated_and_no_gpu_planned_twice(
+    sandbox: SandboxHandle, cluster: Cluster
+) -> None:
+    names = [f"burst-{i}" for i in range(5)]
+    for name in names:
+        cluster.apply(indexed_job(name, 2, 2))
+    cluster.wait("a first plan recorded", lambda: cluster._gangs(), timeout=60)
+    cluster.operator.kill()
+    cluster.operator.start()
+    for name in names:
+        cluster.wait_phase(f"job-{name}", "Running", timeout=90)
+    pods = [p for name in names for p in cluster.pods(f"job-name={name}")]
+    assert len(pods) == 10
+    taken: set[tuple[str, int]] = set()
+    for pod in pods:
+        assert not pod["spec"].get("schedulingGates"), pod["metadata"]["name"]
+        gpus = [int(g) for g in pod["metadata"]["annotations"]["gputopo.io/gpus"].split(",")]
+        for gpu in gpus:
+            assert (pod["spec"]["nodeName"], gpu) not in taken
+            taken.add((pod["spec"]["nodeName"], gpu))
+
+
+def test_a_garbage_annotation_refuses_the_gang_naming_it(cluster: Cluster) -> None:
+    cluster.apply(indexed_job("garbage", 2, 4, annotations={"gputopo.io/min-bus-bandwidth": "fast"}))
+    gang = cluster.wait_phase("job-garbage", "Refused")
+    assert "gputopo.io/min-bus-bandwidth" in gang["status"]["message"]
+    assert "GangRefused" in cluster.reasons("garbage")
+    assert all(GATE in {g["name"] for g in p["spec"]["schedulingGates"]} for p in cluster.pods("job-name=garbage"))
+
+
+def test_a_gang_larger_than_the_cluster_is_unplaceable_with_the_reason(cluster: Cluster) -> None:
+    cluster.apply(indexed_job("huge", 64, 8))
+    gang = cluster.wait_phase("job-huge", "Unplaceable")
+    assert gang["status"]["message"]
+    assert not [p for p in cluster.pods("job-name=huge") if p["spec"].get("nodeName")]
+
+
+def test_a_pod_that_names_two_gangs_is_refused_with_an_event_naming_both(cluster: Cluster) -> None:
+    pod = _contract_pod("twice", "alpha", 1, 0, 1)
+    pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] = "beta"
+    cluster.create(pod)
+
+    def told() -> list[dict[str, Any]]:
+        return [e for e in cluster.events("twice") if e.get("reason") == "GangRefused"]
+
+    events = cluster.wait("refusal told", told)
+    assert "alpha" in events[0]["message"] and "beta" in events[0]["message"]
+    still = cluster.get("pod", "twice")
+    assert still is not None and GATE in {g["name"] for g in still["spec"]["schedulingGates"]}
+
+
+def test_a_plan_whose_ranks_never_all_arrive_is_let_go_naming_them(cluster: Cluster) -> None:
+    cluster.create(_contract_pod("lonely-0", "lonely", 2, 0, 4))
+    cluster.wait_phase("gputopo-lonely", "Planned")
+    gang = cluster.wait_phase("gputopo-lonely", "Released", timeout=40)
+    assert gang["status"]["missingRanks"] == [1] and gang["status"].get("ranks", []) == []
+    assert "ranks 1 did not arrive" in gang["status"]["message"]
+
+
+def test_a_pod_held_by_another_gate_is_left_alone_until_that_gate_goes(cluster: Cluster) -> None:
+    pod = _contract_pod("held-0", "held", 1, 0, 4)
+    pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}, {"name": GATE}]
+    cluster.create(pod)
+    pending = cluster.wait_phase("gputopo-held", "Pending")
+    assert "kueue.x-k8s.io/admission" in pending["status"]["message"]
+    time.sleep(2)
+    assert [g["name"] for g in cluster.get("pod", "held-0")["spec"]["schedulingGates"]] == [  # type: ignore[index]
+        "kueue.x-k8s.io/admission",
+        GATE,
+    ]
+    patch = [{"op": "remove", "path": "/spec/schedulingGates/0"}]
+    cluster.sandbox.kubectl("patch", "pod", "held-0", "-n", NS, "--type", "json", "-p", json.dumps(patch))
+    cluster.wait_phase("gputopo-held", "Running")
