@@ -49,10 +49,18 @@ def test_simulated_nodes_carry_gpus(sandbox: SandboxHandle) -> None:
     assert len(tiers) > 1
 
 
+def _served(path: Path, versions: set[str]) -> bool:
+    """Whether the sandbox serves every document's apiVersion (examples/gangs/ has a JobSet, a CRD it may lack)."""
+    return all(d.get("apiVersion") in versions for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict))
+
+
 def test_examples_apply(sandbox: SandboxHandle, ns: str) -> None:
     files = sorted(p for p in EXAMPLES.rglob("*.yaml") if "invalid" not in p.relative_to(EXAMPLES).parts)
     assert files and any(p.parent != EXAMPLES for p in files), "examples/ has no manifests (or lost examples/nvl72)"
+    versions = set(sandbox.kubectl("api-versions").split())
     for path in files:
+        if path.parent.name == "gangs" and not _served(path, versions):
+            continue
         out = sandbox.kubectl("apply", "--dry-run=server", "-n", ns, "-f", str(path))
         assert "created" in out or "configured" in out, out
 

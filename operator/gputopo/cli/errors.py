@@ -7,15 +7,18 @@ should reach Python's traceback.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import typer
 import yaml
 
 from gputopo.errors import GputopoError
 
-__all__ = ["CliError", "fail", "read_text", "read_yaml"]
+T = TypeVar("T")
+
+__all__ = ["CliError", "fail", "read_text", "read_yaml", "read_yaml_documents"]
 
 
 class CliError(GputopoError):
@@ -43,9 +46,18 @@ def read_text(path: Path, *, missing: str = "no such file") -> str:
 
 def read_yaml(path: Path) -> Any:
     """The file's YAML (or JSON) document, or a ``CliError`` naming the line where it stops being YAML."""
+    return _parsed(path, yaml.safe_load)
+
+
+def read_yaml_documents(path: Path) -> list[Any]:
+    """Every document of a multi-document YAML file (empty ones left out), or a ``CliError`` as ``read_yaml``."""
+    return _parsed(path, lambda text: [d for d in yaml.safe_load_all(text) if d is not None])
+
+
+def _parsed(path: Path, parse: Callable[[str], T]) -> T:
     text = read_text(path)
     try:
-        return yaml.safe_load(text)
+        return parse(text)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -1,4 +1,5 @@
-"""`gputopo plan`: place one TrainingJob on a cluster snapshot file and explain the choice."""
+"""`gputopo plan`: place one TrainingJob (or a gang of another owner) on a cluster snapshot file and explain the
+choice."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from pydantic import ValidationError
 
 from gputopo.api.problems import one_line
 from gputopo.api.trainingjob import TrainingJob
-from gputopo.cli.errors import CliError, fail, read_yaml
+from gputopo.cli.errors import CliError, fail, read_yaml, read_yaml_documents
+from gputopo.cli.plan_gang import gang_of, show_gang_plan
 from gputopo.cli.preempt import preemption_doc, preemptor, print_preemption
 from gputopo.control.dra import GpuAllocation
 from gputopo.control.facts import job_facts
 from gputopo.control.validation import problems
+from gputopo.gangs.manifests import KINDS, kind_of
 from gputopo.placement import Placement, Request, Snapshot, place
 from gputopo.placement.network import tier_summary
 from gputopo.placement.preemption import PreemptionPlan, hold_nominations
@@ -42,9 +45,22 @@ def load_cluster(path: Path) -> Snapshot:
     return load_cluster_state(path).snapshot
 
 
-def _job_body(path: Path) -> dict[str, Any]:
+def _documents(path: Path) -> list[Any]:
+    """The manifest's documents: one TrainingJob (or its bare spec), or a gang's owner (a PodGroup with a Pod)."""
+    documents = read_yaml_documents(path)
+    kinds = [kind_of(d) for d in documents]
+    if any(k in KINDS for k in kinds):
+        return documents
+    if len(documents) > 1:
+        raise CliError(f"{path}: holds {len(documents)} documents; only a PodGroup comes with a second one (its Pod)")
+    if kinds and kinds[0] not in ("", "TrainingJob"):
+        raise CliError(f"{path}: kind: {kinds[0]} is none of TrainingJob, {', '.join(KINDS)}")
+    return documents
+
+
+def _job_body(path: Path, documents: list[Any]) -> dict[str, Any]:
     """A whole TrainingJob object, from a manifest or from its bare spec."""
-    data = read_yaml(path)
+    data = documents[0] if documents else None
     if not isinstance(data, dict):
         raise CliError(f"{path}: expected a TrainingJob manifest (or its spec), not {type(data).__name__}")
     if "spec" in data or "kind" in data or "apiVersion" in data:
@@ -53,10 +69,10 @@ def _job_body(path: Path) -> dict[str, Any]:
 
 
 def _request(
-    path: Path, snapshot: Snapshot, allocation: GpuAllocation = GpuAllocation.DRA
+    path: Path, documents: list[Any], snapshot: Snapshot, allocation: GpuAllocation = GpuAllocation.DRA
 ) -> tuple[Request, TrainingJob]:
     """The job's request, checked as the operator checks it: the CRD's schema, then its own rules."""
-    body = _job_body(path)
+    body = _job_body(path, documents)
     try:
         job = TrainingJob.model_validate(body)
     except ValidationError as error:
@@ -75,7 +91,12 @@ def _request(
 
 
 def plan(
-    job: Path = typer.Option(..., "--job", help="TrainingJob manifest (YAML)."),
+    job: Path = typer.Option(
+        ...,
+        "--job",
+        help="TrainingJob manifest (YAML), or a gang's: an Indexed Job, JobSet, LeaderWorkerSet (one group is "
+        "planned), PyTorchJob, or PodGroup with a Pod as a second document.",
+    ),
     cluster: Path = typer.Option(..., "--cluster", help="Cluster snapshot file (YAML/JSON)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
     gpu_allocation: GpuAllocation = typer.Option(
@@ -99,7 +120,15 @@ def plan(
     """Place one job and explain it (or why it cannot be placed)."""
     try:
         state = load_cluster_state(cluster)
-        request, body = _request(job, state.snapshot, gpu_allocation)
+        documents = _documents(job)
+        if any(kind_of(d) in KINDS for d in documents):
+            if preempt:
+                raise CliError(f"--preempt: plans only a TrainingJob's preemption, not a {_gang_kind(documents)}'s")
+            gang = gang_of(job, documents, state.snapshot)
+            held = hold_nominations(state.snapshot, state.nominations, for_gang=gang.id.key[1])
+            show_gang_plan(gang, held, gpu_allocation.gpu_choice, as_json=as_json)
+            return
+        request, body = _request(job, documents, state.snapshot, gpu_allocation)
         wanted = preemptor(state, request, body.spec.priority, priority_class) if preempt else None
     except CliError as error:
         fail(str(error))
@@ -151,6 +180,10 @@ def plan(
     )
     for w in result.workers:
         typer.echo(f"  rank {w.rank:>3}  {w.node:<24} GPUs {','.join(map(str, w.gpus)):<16} NICs {','.join(w.nics)}")
+
+
+def _gang_kind(documents: list[Any]) -> str:
+    return next(k for k in map(kind_of, documents) if k in KINDS)
 
 
 def register(app: typer.Typer) -> None:
