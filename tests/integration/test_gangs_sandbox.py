@@ -53,7 +53,7 @@ def _crd(group: str, version: str, kind: str, plural: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def operator(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     crds = [_crd(*c) for c in OWNER_CRDS]
-    sandbox.kubectl("apply", "-f", "-", input="\n---\n".join(json.dumps(c) for c in crds))
+    sandbox.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": crds}))
     for _, _, _, plural in OWNER_CRDS:
         names = [f"crd/{c['metadata']['name']}" for c in crds if c["spec"]["names"]["plural"] == plural]
         sandbox.kubectl("wait", "--for", "condition=Established", "--timeout", "60s", *names)
@@ -74,7 +74,7 @@ class Cluster:
         self.sandbox, self.operator = sandbox, operator
 
     def apply(self, *objects: dict[str, Any]) -> None:
-        text = "\n---\n".join(json.dumps(o) for o in objects)
+        text = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
         self.sandbox.kubectl("apply", "-n", NS, "--server-side", "--force-conflicts", "-f", "-", input=text)
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -109,6 +109,18 @@ class Cluster:
         result: dict[str, Any] = self.wait(
             f"gang {name} {phase} (now {self.gang(name).get('status')})", reached, timeout
         )
+        return result
+
+    def wait_placed(self, name: str, timeout: float = 60.0) -> dict[str, Any]:
+        """Running, or already Released because every pod ended (kwok completes a Job's pods once they run):
+        either way the record says where each rank ran."""
+
+        def placed() -> dict[str, Any] | None:
+            g = self.gang(name)
+            status = g.get("status") or {}
+            return g if status.get("phase") in ("Running", "Released") and status.get("ranks") else None
+
+        result: dict[str, Any] = self.wait(f"gang {name} placed", placed, timeout)
         return result
 
     def events(self, name: str) -> list[dict[str, Any]]:
@@ -189,7 +201,7 @@ def _planned_and_bound(cluster: Cluster, gang: dict[str, Any], selector: str) ->
 
 def test_an_indexed_job_is_planned_whole_and_each_rank_lands_on_its_plan(cluster: Cluster) -> None:
     cluster.apply(indexed_job("idx", 2, 4, annotations={"gputopo.io/intra-node": "nvswitch"}))
-    gang = cluster.wait_phase("job-idx", "Running")
+    gang = cluster.wait_placed("job-idx")
     assert gang["spec"]["source"] == "job" and gang["spec"]["size"] == 2
     assert gang["metadata"]["ownerReferences"][0]["kind"] == "Job"
     assert sorted(r["rank"] for r in gang["status"]["ranks"]) == [0, 1]
@@ -203,7 +215,7 @@ def test_a_job_with_a_gang_policy_is_placed_through_the_podgroup_its_controller_
     cluster.apply(job)
     pods = cluster.wait("pods of pg", lambda: (p := cluster.pods("job-name=pg")) and len(p) == 2 and p)
     group = pods[0]["spec"]["schedulingGroup"]["podGroupName"]
-    gang = cluster.wait_phase(f"podgroup-{group}", "Running")
+    gang = cluster.wait_placed(f"podgroup-{group}")
     assert gang["spec"]["source"] == "podgroup"
     _planned_and_bound(cluster, gang, "job-name=pg")
 
@@ -291,54 +303,56 @@ def test_a_jobset_placed_from_the_jobs_its_controller_would_make(cluster: Cluste
             {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": uid, "controller": True}
         ]
         cluster.create(job)
-    gang = cluster.wait_phase("jobset-js", "Running")
+    gang = cluster.wait_placed("jobset-js")
     assert gang["spec"]["size"] == 2
     _planned_and_bound(cluster, gang, "jobset.sigs.k8s.io/jobset-name=js")
 
 
-def test_a_pytorchjob_master_is_rank_zero_and_its_worker_rank_one(cluster: Cluster) -> None:
-    job = cluster.create(
-        {
-            "apiVersion": "kubeflow.org/v1",
-            "kind": "PyTorchJob",
-            "metadata": {"name": "pt"},
-            "spec": {
-                "pytorchReplicaSpecs": {
-                    "Master": {"replicas": 1, "template": _template(4)},
-                    "Worker": {"replicas": 1, "template": _template(4)},
-                }
-            },
-        }
-    )
+def _pytorchjob(name: str, gpus: int, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    template = _template(gpus, annotations)
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": template},
+                "Worker": {"replicas": 1, "template": template},
+            }
+        },
+    }
+
+
+def _pytorch_pods(job: dict[str, Any], gpus: int, annotations: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Its master and worker pods as the training-operator makes them: ``<job>-<type>-<index>``, its labels."""
+    name = job["metadata"]["name"]
+    pods = []
     for kind, index in (("master", 0), ("worker", 0)):
         labels = {
-            "training.kubeflow.org/job-name": "pt",
+            "training.kubeflow.org/job-name": name,
             "training.kubeflow.org/operator-name": "pytorchjob-controller",
             "training.kubeflow.org/replica-type": kind,
             "training.kubeflow.org/replica-index": str(index),
         }
         if kind == "master":
             labels["training.kubeflow.org/job-role"] = "master"
-        cluster.create(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": f"pt-{kind}-{index}",
-                    "labels": labels,
-                    "ownerReferences": [
-                        {
-                            "apiVersion": "kubeflow.org/v1",
-                            "kind": "PyTorchJob",
-                            "name": "pt",
-                            "uid": job["metadata"]["uid"],
-                            "controller": True,
-                        }
-                    ],
-                },
-                "spec": _template(4)["spec"],
-            }
-        )
+        owner = {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "name": name,
+            "uid": job["metadata"]["uid"],
+            "controller": True,
+        }
+        meta = {"name": f"{name}-{kind}-{index}", "labels": labels, "ownerReferences": [owner]}
+        meta["annotations"] = dict(annotations or {})
+        pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": _template(gpus)["spec"]})
+    return pods
+
+
+def test_a_pytorchjob_master_is_rank_zero_and_its_worker_rank_one(cluster: Cluster) -> None:
+    job = cluster.create(_pytorchjob("pt", 4))
+    for pod in _pytorch_pods(job, 4):
+        cluster.create(pod)
     gang = cluster.wait_phase("pytorchjob-pt", "Running")
     by_rank = {r["rank"]: r["pod"] for r in gang["status"]["ranks"]}
     assert by_rank == {0: "pt-master-0", 1: "pt-worker-0"}
@@ -371,30 +385,30 @@ def test_a_launcher_without_gpus_goes_unpinned_and_the_workers_are_placed(cluste
     assert "gputopo.io/gpus" not in (launcher["metadata"].get("annotations") or {})
 
 
-def test_a_link_fault_evicts_the_job_and_its_controller_remakes_it_off_the_fault(
+def test_a_link_fault_evicts_the_gang_and_its_remade_pods_are_placed_off_the_fault(
     sandbox: SandboxHandle, cluster: Cluster
 ) -> None:
-    cluster.apply(indexed_job("faulty", 2, 4, annotations={"gputopo.io/intra-node": "nvswitch"}))
-    gang = cluster.wait_phase("job-faulty", "Running")
+    job = cluster.create(_pytorchjob("ptf", 4, {"gputopo.io/intra-node": "nvswitch"}))
+    for pod in _pytorch_pods(job, 4, {"gputopo.io/intra-node": "nvswitch"}):
+        cluster.create(pod)
+    gang = cluster.wait_phase("pytorchjob-ptf", "Running")
     rank0 = next(r for r in gang["status"]["ranks"] if r["rank"] == 0)
-    old = {p["metadata"]["uid"] for p in cluster.pods("job-name=faulty")}
+    old = {p["metadata"]["uid"] for p in cluster.pods("training.kubeflow.org/job-name=ptf")}
     a, b = rank0["gpus"][:2]
     link_fault(sandbox.sandbox, rank0["node"], a, b, "down")
     try:
-        after = cluster.wait(
-            "gang re-placed",
-            lambda: (
-                (g := cluster.gang("job-faulty"))["status"].get("restarts", 0) >= 1
-                and g["status"]["phase"] == "Running"
-                and g
-            ),
-            timeout=90,
-        )
-        assert "LinkDown" in after["status"]["lastRestartReason"]
+        cluster.wait("pods evicted", lambda: not cluster.pods("training.kubeflow.org/job-name=ptf"), timeout=60)
+        restarting = cluster.gang("pytorchjob-ptf")
+        assert restarting["status"]["restarts"] == 1
+        assert "LinkDown" in restarting["status"]["lastRestartReason"]
+        for pod in _pytorch_pods(job, 4, {"gputopo.io/intra-node": "nvswitch"}):  # as training-operator remakes them
+            cluster.create(pod)
+        after = cluster.wait_phase("pytorchjob-ptf", "Running", timeout=60)
         assert rank0["node"] not in after["status"]["nodes"]
-        pods = _planned_and_bound(cluster, after, "job-name=faulty")
+        assert after["status"]["generation"] > gang["status"]["generation"]
+        pods = _planned_and_bound(cluster, after, "training.kubeflow.org/job-name=ptf")
         assert not old & {p["metadata"]["uid"] for p in pods}
-        assert "GangRestarting" in cluster.reasons("faulty")
+        assert "GangRestarting" in cluster.reasons("ptf")
     finally:
         link_fault(sandbox.sandbox, rank0["node"], a, b, "up")
 
@@ -422,13 +436,14 @@ def test_kill_9_between_plan_and_ungating_leaves_no_pod_gated_and_no_gpu_planned
 ) -> None:
     names = [f"burst-{i}" for i in range(5)]
     for name in names:
-        cluster.apply(indexed_job(name, 2, 2))
+        for rank in (0, 1):
+            cluster.create(_contract_pod(f"{name}-{rank}", name, 2, rank, 2))
     cluster.wait("a first plan recorded", lambda: cluster._gangs(), timeout=60)
     cluster.operator.kill()
     cluster.operator.start()
     for name in names:
-        cluster.wait_phase(f"job-{name}", "Running", timeout=90)
-    pods = [p for name in names for p in cluster.pods(f"job-name={name}")]
+        cluster.wait_phase(f"gputopo-{name}", "Running", timeout=90)
+    pods = [p for name in names for p in cluster.pods(f"gputopo.io/gang={name}")]
     assert len(pods) == 10
     taken: set[tuple[str, int]] = set()
     for pod in pods:

@@ -64,7 +64,7 @@ class GangPass:
             if done.wants_placement:
                 queued.append(self._queued(key, gang, done, avoid.get(key, frozenset()), now))
         for key, record in given.records.items():
-            if key not in given.gangs and key not in busy and record.ranks:
+            if key not in given.gangs and key not in busy and record.ranks and record.phase != Phase.RELEASED:
                 self.steps[key] = _gone(key, record)
         return queued
 

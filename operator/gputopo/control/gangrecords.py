@@ -200,10 +200,11 @@ def status_of(record: GangRecord, **changes: Any) -> dict[str, Any]:
 
 
 def planned_from_records(records: Iterable[GangRecord], skip: Sequence[JobKey] = ()) -> list[PlannedGang]:
-    """The plans the records hold, for the snapshot: every rank's GPUs, its pod bound or not."""
+    """The plans the records hold, for the snapshot: every rank's GPUs, its pod bound or not. A Released record
+    holds none (it may still say where its ended pods ran)."""
     skipped = set(skip)
     return [
         PlannedGang(r.key, r.generation, tuple((p.node, p.gpus) for p in r.ranks))
         for r in records
-        if r.ranks and r.key not in skipped
+        if r.ranks and r.phase != "Released" and r.key not in skipped
     ]

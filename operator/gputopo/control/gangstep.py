@@ -91,7 +91,7 @@ def _patches(gang: Gang, record: GangRecord, bodies: Mapping[str, Mapping[str, A
                 p = plan[rank]
                 ops = steer_patch(body, p.node, p.gpus, record.generation, gang.id)
             elif _shape(gang, rank) == 0:
-                ops = release_patch(body)
+                ops = release_patch(body, gang.id)
             else:
                 continue  # its rank is not planned yet
         except NotGatedError:
@@ -153,9 +153,11 @@ def _decide(
         why = "its size is not known yet (its owner is not read yet, or does not say)"
         return GangStep(actions, replace(rec, phase=Phase.PENDING, message=why))
     live = _live(gang)
-    if rec.ranks and gang.members and all(m.phase in ("Succeeded", "Failed") for m in gang.members):
-        ended = replace(rec, phase=Phase.RELEASED, message="every pod of the gang has ended", ranks=())
-        return GangStep(actions, ended)
+    if gang.members and all(m.phase in ("Succeeded", "Failed") for m in gang.members):
+        # Where it ran stays on record; a Released record holds no GPUs.
+        return GangStep(actions, replace(rec, phase=Phase.RELEASED, message="every pod of the gang has ended"))
+    if rec.phase == Phase.RELEASED:
+        rec = replace(rec, ranks=())
     if rec.ranks:
         faults, recheck = _faults(rec, view, config, now)
         if faults:

@@ -105,6 +105,8 @@ def steer_patch(pod: Mapping[str, Any], node: str, gpus: tuple[int, ...], genera
     return [*_affinity_ops(pod, node), *_annotation_ops(pod, annotations), *gate]
 
 
-def release_patch(pod: Mapping[str, Any]) -> Patch:
-    """Lift gputopo's gate from a rank that needs no GPUs (nothing to place). Raises ``NotGatedError`` as above."""
-    return _gate_ops(pod)
+def release_patch(pod: Mapping[str, Any], gang: GangId | None = None) -> Patch:
+    """Lift gputopo's gate from a rank that needs no GPUs (nothing to place); with ``gang``, the pod is marked as
+    its member, so it stays one once ungated. Raises ``NotGatedError`` as above."""
+    marks = _annotation_ops(pod, {ANNOTATION_GANG: gang.key[1]}) if gang is not None else []
+    return [*marks, *_gate_ops(pod)]
