@@ -7,8 +7,8 @@
 #                                   (kubelet, kubeadm, kube-proxy); hack/build-kind-node.sh uses this
 set -euo pipefail
 
-KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
-ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
+KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
+ETCD_VERSION="${ETCD_VERSION:-v3.7.0}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 HELM_VERSION="${HELM_VERSION:-v4.3.2}"
 KIND_VERSION="${KIND_VERSION:-v0.33.0}"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds, without any container registry, every image a kind cluster of Kubernetes v1.36.3 needs, plus the
+# Builds, without any container registry, every image a kind cluster of Kubernetes v1.37.2 needs, plus the
 # Python base the gputopo images build on, from Debian packages (debootstrap) and the Go module proxy.
 # Idempotent like hack/build-k8s.sh: each stage leaves a stamp and is skipped when its stamp matches.
 #
@@ -8,21 +8,21 @@
 # Images it leaves in the local Docker engine:
 #   gputopo/debian:bookworm             Debian bookworm minbase (kube-proxy's base)
 #   gputopo/python:3.11-bookworm        Debian's python3 + venv, the stand-in for python:*-slim (PYTHON_IMAGE)
-#   registry.k8s.io/kube-{apiserver,controller-manager,scheduler,proxy}:v1.36.3, etcd:3.6.8-0,
-#   coredns/coredns:v1.14.2, pause:3.10 and :3.10.2   the images kubeadm expects, built from the pinned sources
-#   gputopo/kind-node:v1.36.3           kind's node image, with all of the above preloaded into its containerd
+#   registry.k8s.io/kube-{apiserver,controller-manager,scheduler,proxy}:v1.37.2, etcd:3.7.0-0,
+#   coredns/coredns:v1.14.6, pause:3.10 and :3.10.2   the images kubeadm expects, built from the pinned sources
+#   gputopo/kind-node:v1.37.2           kind's node image, with all of the above preloaded into its containerd
 #
 # Needs root, a running Docker engine, debootstrap, jq, libseccomp-dev and pkg-config (hack/docker-engine.sh
 # installs and starts what is missing), Go >= 1.26, and the Debian archive (DEBIAN_MIRROR).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
+KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
 KIND_VERSION="${KIND_VERSION:-v0.33.0}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.3.4}"
 RUNC_VERSION="${RUNC_VERSION:-v1.4.3}"
-CRICTL_VERSION="${CRICTL_VERSION:-v1.36.0}"
-COREDNS_VERSION="${COREDNS_VERSION:-v1.14.2}"
+CRICTL_VERSION="${CRICTL_VERSION:-v1.37.0}"
+COREDNS_VERSION="${COREDNS_VERSION:-v1.14.6}"
 SUITE="${DEBIAN_SUITE:-bookworm}"
 CACHE="${GPUTOPO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gputopo}"
 ROOT="$CACHE/kind-$KUBE_VERSION"
@@ -32,8 +32,8 @@ STAMPS="$ROOT/stamps"
 NODE_IMAGE="${KIND_NODE_IMAGE:-gputopo/kind-node:$KUBE_VERSION}"
 PYTHON_IMAGE="${PYTHON_IMAGE:-gputopo/python:3.11-$SUITE}"
 DEBIAN_IMAGE="gputopo/debian:$SUITE"
-# The tags kubeadm v1.36.3 asks for (kubeadm config images list), and kind's containerd sandbox image.
-ETCD_TAG=3.6.8-0
+# The tags kubeadm v1.37.2 asks for (kubeadm config images list), and kind's containerd sandbox image.
+ETCD_TAG=3.7.0-0
 PAUSE_TAGS=(3.10 3.10.2)
 mkdir -p "$BIN" "$STAMPS"
 
@@ -225,7 +225,7 @@ node_rootfs() { # the node's root file system: Debian + kind's files + the pinne
   if ! has_capability 24; then
     sed -i 's/restrict_oom_score_adj = false/restrict_oom_score_adj = true/' "$r/etc/containerd/config.toml"
   fi
-  # kubelet 1.36 refuses cgroup v1 unless told otherwise; these hosts run cgroup v1.
+  # kubelet 1.37 still refuses cgroup v1 unless told otherwise (failCgroupV1 defaults to true); these hosts run cgroup v1.
   sed -i 's|^KUBELET_EXTRA_ARGS=.*|& --fail-cgroupv1=false|' "$r/etc/default/kubelet"
   install -m 0644 "$HERE/kind/default-cni.yaml" "$r/kind/manifests/default-cni.yaml"
   import_rootfs "$r" gputopo/kind-base:"$SUITE" --change 'ENV container=docker' \

@@ -152,7 +152,7 @@ def test_kubectl_is_the_pinned_version(sandbox: SandboxHandle) -> None:
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     versions = json.loads(out)
-    assert versions["serverVersion"]["gitVersion"].startswith("v1.36")
+    assert versions["serverVersion"]["gitVersion"].startswith("v1.37")
 
 
 def test_up_with_another_shape_is_refused(sandbox: SandboxHandle) -> None:

@@ -11,7 +11,7 @@ from gputopo.sandbox.errors import SandboxError
 
 __all__ = ["KUBE_VERSION", "REQUIRED", "Binaries", "cache_root", "find_binaries", "repo_hack_script"]
 
-KUBE_VERSION = os.environ.get("KUBE_VERSION", "v1.36.3")
+KUBE_VERSION = os.environ.get("KUBE_VERSION", "v1.37.2")
 REQUIRED = (
     "etcd",
     "kube-apiserver",

@@ -34,6 +34,13 @@ DEFAULT_NAME = "gputopo"
 FAKE_ALLOCATIONS = ("plan", "device-plugin")
 # Bound pods kwok starts at once (its default is 4 for all nodes).
 KWOK_POD_PARALLELISM = 32
+# The Workload API (scheduling.k8s.io/v1beta1 Workloads and PodGroups), off by default in 1.37: GenericWorkload
+# serves it and turns on the scheduler's GangScheduling plugin, WorkloadWithJob has the Job controller make a
+# Workload and a PodGroup for each new Job, TopologyAwareWorkloadScheduling adds the scheduler's placement of a
+# whole PodGroup. kwokctl hands the gates to kube-apiserver, kube-controller-manager and kube-scheduler alike,
+# and the runtime config to kube-apiserver (the beta version is not served by default).
+KUBE_FEATURE_GATES = {"GenericWorkload": True, "WorkloadWithJob": True, "TopologyAwareWorkloadScheduling": True}
+KUBE_RUNTIME_CONFIG = {"scheduling.k8s.io/v1beta1": True}
 
 # NVIDIA's DRA driver installs this DeviceClass of whole GPUs (its Helm chart's deviceclass-gpu.yaml).
 DEVICE_CLASS = {
@@ -62,6 +69,11 @@ class SandboxStatus:
     probes: bool = False
     operator: bool = False
     server: str = ""
+
+
+def _key_values(flags: dict[str, bool]) -> str:
+    """A component flag's ``key=value,...`` form (--feature-gates, --runtime-config)."""
+    return ",".join(f"{key}={str(value).lower()}" for key, value in flags.items())
 
 
 def _log(message: str) -> None:
@@ -227,6 +239,8 @@ class Sandbox:
                 "kubeAuthorization": True,
                 "kubeAdmission": True,
                 "disableQPSLimits": True,
+                "kubeFeatureGates": _key_values(KUBE_FEATURE_GATES),
+                "kubeRuntimeConfig": _key_values(KUBE_RUNTIME_CONFIG),
                 "etcdBinary": str(b.path("etcd")),
                 "kubeApiserverBinary": str(b.path("kube-apiserver")),
                 "kubeControllerManagerBinary": str(b.path("kube-controller-manager")),
