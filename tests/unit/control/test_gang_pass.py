@@ -9,6 +9,8 @@ from dataclasses import replace
 from typing import Any
 
 from control_builders import at, cluster
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pass_builders import CONFIG
 
 from gputopo.api.nodetopology import LinkState
@@ -18,7 +20,9 @@ from gputopo.control.gangpass import GangInput
 from gputopo.control.gangrecords import GangRecord, record_facts
 from gputopo.control.reconcile import PassInput, PassResult, PassRules, run_pass
 from gputopo.control.view import ClusterView
+from gputopo.gangs.claims import Owners
 from gputopo.gangs.model import GATE, Declared, Gang, GangId, Member, OwnerRef
+from gputopo.gangs.read import read_gangs
 from gputopo.placement import place
 from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable, WorkerAssignment
 
@@ -236,3 +240,55 @@ def test_a_record_whose_pods_are_all_gone_lets_its_plan_go() -> None:
     result = run([], two_nodes(), {KEY: record})
     a = actions(result)
     assert a.status is not None and a.status["ranks"] == [] and a.status["phase"] == "Released"
+
+
+_scalars = st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False) | st.text(max_size=8)
+_garbage = st.recursive(
+    _scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)  # fmt: skip
+_LABELS = ["gputopo.io/gang", "gputopo.io/gang-size", "gputopo.io/rank", "batch.kubernetes.io/job-completion-index",
+           "jobset.sigs.k8s.io/jobset-name", "leaderworkerset.sigs.k8s.io/name", "kueue.x-k8s.io/pod-group-name",
+           "training.kubeflow.org/job-name"]  # fmt: skip
+_ANNOTATIONS = ["gputopo.io/gpus-per-rank", "gputopo.io/min-bus-bandwidth", "gputopo.io/required-tier",
+                "gputopo.io/intra-node", "gputopo.io/gpus", "gputopo.io/gang-id",
+                "kueue.x-k8s.io/pod-group-total-count", "leaderworkerset.sigs.k8s.io/size"]  # fmt: skip
+_SPEC = ["schedulingGates", "containers", "affinity", "nodeSelector", "tolerations", "nodeName", "schedulingGroup"]
+
+
+def _raw(name: str, labels: dict[str, Any], annotations: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": "team", "uid": f"uid-{name}", "labels": labels,
+                     "annotations": annotations, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"schedulingGates": [{"name": GATE}],
+                 "containers": [{"name": "w", "resources": {"limits": {"nvidia.com/gpu": "8"}}}], **spec},
+    }  # fmt: skip
+    return body
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    where=st.sampled_from(
+        [("label", k) for k in _LABELS] + [("annotation", k) for k in _ANNOTATIONS] + [("spec", k) for k in _SPEC]
+    ),
+    value=_garbage,
+)
+def test_generated_garbage_on_gang_pods_never_stops_the_pass(where: tuple[str, str], value: Any) -> None:
+    """Garbage in one gang's pods is that gang's problem: the pass goes on, and a good gang beside it is placed."""
+    kind, key = where
+    contract = {"gputopo.io/gang": "bad", "gputopo.io/gang-size": "2", "gputopo.io/rank": "0"}
+    labels: dict[str, Any] = {**contract, key: value} if kind == "label" else contract
+    annotations: dict[str, Any] = {key: value} if kind == "annotation" else {}
+    spec = {key: value} if kind == "spec" else {}
+    bad = _raw("bad-0", labels, annotations, **spec)
+    good = [_raw(f"good-{r}", {"gputopo.io/gang": "good", "gputopo.io/gang-size": "2", "gputopo.io/rank": str(r)}, {})
+            for r in (0, 1)]  # fmt: skip
+    found = read_gangs([bad, *good], Owners())
+    given_ = GangInput(
+        {JobKey(g.id.key): g for g in found.gangs}, {}, {p["metadata"]["uid"]: p for p in (bad, *good)}, planner
+    )
+    room = cluster().node("n0").node("n1").node("n2").node("n3").view()  # for both, if the bad one still reads
+    result = run_pass(PassInput({}, {}, room, at(10), gangs=given_), PassRules(CONFIG, place))
+    good_key = JobKey(("team", "gputopo/good"))
+    placed = next(a for a in result.gang_actions if a.key == good_key)
+    assert sorted(p.name for p in placed.patches) == ["good-0", "good-1"]
