@@ -227,7 +227,8 @@ def test_gate_policy_gates_gpu_pods_of_gangs_on_create_and_never_blocks_a_pod() 
     (mutation,) = spec["mutations"]
     assert mutation["patchType"] == "JSONPatch"
     patch = " ".join(mutation["jsonPatch"]["expression"].split())
-    assert '"/spec/schedulingGates/-"' in patch and f'name: "{GATE}"' in patch
+    assert '"/spec/schedulingGates/-"' in patch and f'{{"name": "{GATE}"}}' in patch
+    assert "Object.spec" not in patch, "kube-apiserver 1.36 panics on a list of typed objects in a JSONPatch value"
     assert binding["spec"]["policyName"] == GATE_POLICY
 
 
