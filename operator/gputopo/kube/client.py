@@ -49,6 +49,10 @@ GANG_PLACEMENT_GROUP = "gputopo.io"
 GANG_PLACEMENT_VERSION = "v1alpha1"
 GANG_PLACEMENT_PLURAL = "gangplacements"
 
+# How kube-apiserver words a JSON patch that does not apply, and a test op's failure in it (evanphx/json-patch).
+_NOT_APPLIED = "the server rejected our request due to an error in our request"
+_TEST_FAILED = ("testing value", "error in test for path", "test operation")
+
 # What became of an eviction: done (or under way), the pod already gone, or refused by a PodDisruptionBudget.
 EvictionOutcome = Literal["evicted", "gone", "blocked"]
 _CLEARABLE = ("placement", "startTime", "completionTime", "lastRestartTime")
@@ -126,6 +130,7 @@ def _error(status: int, text: str, what: str) -> ApiError:
         body = json.loads(text)
         if isinstance(body, dict):
             reason, message = str(body.get("reason") or ""), str(body.get("message") or message)
+            message += _unexpected(body.get("details"))
     except ValueError:
         pass
     full = f"{what}: {status} {reason or 'error'}: {message}" if message else f"{what}: {status} {reason}"
@@ -136,6 +141,18 @@ def _error(status: int, text: str, what: str) -> ApiError:
             return AlreadyExistsError(full, status, reason)
         return ConflictError(full, status, reason or "Conflict")
     return ApiError(full, status, reason)
+
+
+def _unexpected(details: object) -> str:
+    """What a generic refusal's details say went wrong (a JSON patch that does not apply: which op and why), else
+    nothing: the Status message alone is "the server rejected our request due to an error in our request"."""
+    causes = details.get("causes") if isinstance(details, dict) else None
+    said = [
+        str(c.get("message"))
+        for c in causes or ()
+        if isinstance(c, dict) and c.get("type") == "UnexpectedServerResponse" and c.get("message")
+    ]
+    return "".join(f": {text}" for text in said)
 
 
 def _transport_error(what: str, exc: BaseException) -> ApiError:
@@ -154,10 +171,13 @@ def gang_placement_path(namespace: str, name: str | None = None, *sub: str) -> s
 
 
 def _test_failed(exc: ApiError) -> bool:
-    """Whether a refused JSON patch was refused for one of its ``test`` ops: kube-apiserver answers 422 Invalid
-    with the message "the server rejected our request due to an error in our request" ... "testing value ..."
-    ."""
-    return exc.status == 422 and "test" in str(exc).lower() and "failed" in str(exc).lower()
+    """Whether a refused JSON patch was refused for one of its ``test`` ops. kube-apiserver answers a patch that
+    does not apply with 422 Invalid, "the server rejected our request due to an error in our request", and the
+    patch library's words in the details: "testing value <path> failed: test failed", "error in test for path:
+    ..." (an index no longer there), "test operation does not apply: is missing path: ...". A validation refusal
+    is 422 Invalid too, but says what is invalid instead."""
+    said = str(exc)
+    return exc.status == 422 and _NOT_APPLIED in said and any(words in said for words in _TEST_FAILED)
 
 
 def _budget_refused(exc: ApiError) -> bool:
