@@ -49,9 +49,8 @@ GANG_PLACEMENT_GROUP = "gputopo.io"
 GANG_PLACEMENT_VERSION = "v1alpha1"
 GANG_PLACEMENT_PLURAL = "gangplacements"
 
-# How kube-apiserver words a JSON patch that does not apply, and a test op's failure in it (evanphx/json-patch).
+# How kube-apiserver words a JSON patch that does not apply (a test op failed, or a path it names is gone).
 _NOT_APPLIED = "the server rejected our request due to an error in our request"
-_TEST_FAILED = ("testing value", "error in test for path", "test operation")
 
 # What became of an eviction: done (or under way), the pod already gone, or refused by a PodDisruptionBudget.
 EvictionOutcome = Literal["evicted", "gone", "blocked"]
@@ -130,7 +129,6 @@ def _error(status: int, text: str, what: str) -> ApiError:
         body = json.loads(text)
         if isinstance(body, dict):
             reason, message = str(body.get("reason") or ""), str(body.get("message") or message)
-            message += _unexpected(body.get("details"))
     except ValueError:
         pass
     full = f"{what}: {status} {reason or 'error'}: {message}" if message else f"{what}: {status} {reason}"
@@ -141,18 +139,6 @@ def _error(status: int, text: str, what: str) -> ApiError:
             return AlreadyExistsError(full, status, reason)
         return ConflictError(full, status, reason or "Conflict")
     return ApiError(full, status, reason)
-
-
-def _unexpected(details: object) -> str:
-    """What a generic refusal's details say went wrong (a JSON patch that does not apply: which op and why), else
-    nothing: the Status message alone is "the server rejected our request due to an error in our request"."""
-    causes = details.get("causes") if isinstance(details, dict) else None
-    said = [
-        str(c.get("message"))
-        for c in causes or ()
-        if isinstance(c, dict) and c.get("type") == "UnexpectedServerResponse" and c.get("message")
-    ]
-    return "".join(f": {text}" for text in said)
 
 
 def _transport_error(what: str, exc: BaseException) -> ApiError:
@@ -170,14 +156,11 @@ def gang_placement_path(namespace: str, name: str | None = None, *sub: str) -> s
     return "/apis" + _path(GANG_PLACEMENT_GROUP, GANG_PLACEMENT_VERSION, *where)
 
 
-def _test_failed(exc: ApiError) -> bool:
-    """Whether a refused JSON patch was refused for one of its ``test`` ops. kube-apiserver answers a patch that
-    does not apply with 422 Invalid, "the server rejected our request due to an error in our request", and the
-    patch library's words in the details: "testing value <path> failed: test failed", "error in test for path:
-    ..." (an index no longer there), "test operation does not apply: is missing path: ...". A validation refusal
-    is 422 Invalid too, but says what is invalid instead."""
-    said = str(exc)
-    return exc.status == 422 and _NOT_APPLIED in said and any(words in said for words in _TEST_FAILED)
+def _not_applicable(exc: ApiError) -> bool:
+    """Whether a refused JSON patch does not apply to the object as it is now: one of its ``test`` ops failed, or a
+    path it names is gone. kube-apiserver (v1.36) answers both with 422 Invalid and only the generic words below,
+    nothing in the details; a validation refusal is 422 Invalid too, but says what is invalid instead."""
+    return exc.status == 422 and str(exc).endswith(f": {_NOT_APPLIED}")
 
 
 def _budget_refused(exc: ApiError) -> bool:
@@ -369,8 +352,9 @@ class KubeClient:
         )
 
     async def patch_pod_json(self, namespace: str, name: str, ops: Sequence[dict[str, Any]]) -> bool:
-        """Apply a JSON patch (RFC 6902) to a pod; True when applied. False when the pod is gone or one of the
-        patch's ``test`` ops failed (the pod changed meanwhile: nothing was applied); other refusals raise."""
+        """Apply a JSON patch (RFC 6902) to a pod; True when applied. False when the pod is gone, or the patch does
+        not apply to it as it is now (one of its ``test`` ops failed, or a path it names is gone: the pod changed
+        meanwhile), or a conflict; nothing was applied then. Other refusals (a change validation forbids) raise."""
         try:
             await self._request(
                 f"patch Pod {namespace}/{name}",
@@ -383,7 +367,7 @@ class KubeClient:
         except (NotFoundError, ConflictError):
             return False
         except ApiError as exc:
-            if _test_failed(exc):
+            if _not_applicable(exc):
                 return False
             raise
         return True

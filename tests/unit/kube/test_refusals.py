@@ -1,5 +1,5 @@
-"""How the client tells a refusal that is an outcome (a JSON patch whose test failed, an eviction a budget blocks)
-from one that is an error, from the Status objects kube-apiserver answers with."""
+"""How the client tells a refusal that is an outcome (a JSON patch that no longer applies, an eviction a budget
+blocks) from one that is an error, from the Status objects kube-apiserver answers with."""
 
 from __future__ import annotations
 
@@ -8,58 +8,36 @@ from typing import Any
 
 import pytest
 
-from gputopo.kube.client import _budget_refused, _error, _test_failed
+from gputopo.kube.client import _budget_refused, _error, _not_applicable
 
 
-def status(code: int, reason: str, message: str, causes: list[dict[str, Any]] | None = None) -> str:
-    body: dict[str, Any] = {"kind": "Status", "status": "Failure", "code": code, "reason": reason, "message": message}
-    if causes is not None:
-        body["details"] = {"causes": causes}
-    return json.dumps(body)
+def status(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> str:
+    body = {"kind": "Status", "status": "Failure", "code": code, "reason": reason, "message": message}
+    return json.dumps({**body, "details": details or {}})
 
 
-def not_applied(said: str) -> str:
-    """A JSON patch that does not apply (apiserver ``NewGenericServerResponse(422, ...)``)."""
-    cause = {"type": "UnexpectedServerResponse", "message": said}
-    return status(422, "Invalid", "the server rejected our request due to an error in our request", [cause])
+# kube-apiserver v1.36.3's answer to a JSON patch whose test op fails, or whose remove names a missing path
+NOT_APPLIED = status(422, "Invalid", "the server rejected our request due to an error in our request")
+FORBIDDEN = status(
+    422,
+    "Invalid",
+    'Pod "p1" is invalid: spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`',
+    {"name": "p1", "kind": "Pod", "causes": [{"reason": "FieldValueForbidden", "field": "spec"}]},
+)
 
 
 @pytest.mark.parametrize(
-    ("text", "failed"),
+    ("code", "text", "not_applicable"),
     [
-        (not_applied("testing value /spec/schedulingGates/1 failed: test failed"), True),
-        (not_applied("error in test for path: '/spec/schedulingGates/1': Unable to access invalid index: 1"), True),
-        (not_applied("test operation does not apply: is missing path: /metadata/uid: missing value"), True),
-        (not_applied("Unable to remove nonexistent key: nodeName: missing value"), False),
-        (
-            status(
-                422,
-                "Invalid",
-                'Pod "p" is invalid: spec: Forbidden: pod updates may not change fields other than ...',
-                [{"type": "FieldValueForbidden", "message": "Forbidden: pod updates may not change", "field": "spec"}],
-            ),
-            False,
-        ),
-        (status(500, "InternalError", "testing value failed"), False),
+        (422, NOT_APPLIED, True),
+        (422, FORBIDDEN, False),
+        (500, status(500, "InternalError", "the server rejected our request due to an error in our request"), False),
+        (400, status(400, "BadRequest", "json: cannot unmarshal object into Go value of type jsonpatch.Patch"), False),
     ],
-    ids=[
-        "a value differs",
-        "an index no longer there",
-        "a path missing",
-        "another op does not apply",
-        "a validation refusal",
-        "not a 422",
-    ],
+    ids=["does not apply", "a change validation forbids", "not a 422", "a malformed patch"],
 )
-def test_a_failed_test_op_is_told_from_other_refusals(text: str, failed: bool) -> None:
-    error = _error(422 if '"code": 422' in text else 500, text, "patch Pod ml/p")
-    assert _test_failed(error) is failed
-
-
-def test_a_refusal_with_a_generic_message_says_what_went_wrong() -> None:
-    error = _error(422, not_applied("testing value /x failed: test failed"), "patch Pod ml/p")
-    assert error.reason == "Invalid"
-    assert str(error).endswith("error in our request: testing value /x failed: test failed")
+def test_a_patch_that_does_not_apply_is_told_from_other_refusals(code: int, text: str, not_applicable: bool) -> None:
+    assert _not_applicable(_error(code, text, "patch Pod ml/p")) is not_applicable
 
 
 @pytest.mark.parametrize(
