@@ -303,3 +303,36 @@ def test_an_api_installed_later_is_watched_and_one_removed_is_let_go(sandbox: Sa
         asyncio.run(asyncio.wait_for(go(), 30))
     finally:
         sandbox.kubectl("delete", "crd", JOBSET_CRD["metadata"]["name"], "--ignore-not-found", "--wait=false")
+
+
+def test_write_gang_records_steers_and_tells_the_owner(sandbox: SandboxHandle, namespace: str) -> None:
+    from gputopo.control.facts import JobKey
+    from gputopo.control.gangactions import GangActions, Involved, PodPatch
+    from gputopo.controller.gangwriter import GangWritten, write_gang
+
+    node = sandbox.nodes[3]
+    pod = create(sandbox, a_pod("gang-0", gates=(KUEUE_GATE, GATE)))
+    ops = tuple(op for op in steer_ops(pod, node, 1) if op["path"] != "/metadata/uid")  # the writer adds the uid test
+    actions = GangActions(
+        key=JobKey((namespace, "gputopo/g")),
+        namespace=namespace,
+        record_name="gputopo-g",
+        record={"spec": {"gang": f"{namespace}/gputopo/g"}},
+        status={"generation": 1, "nodes": [node]},
+        patches=[PodPatch("gang-0", pod["metadata"]["uid"], ops), PodPatch("gang-1", "u", ops)],
+        placed=True,
+    )
+    owner = Involved("v1", "Pod", "gang-0", pod["metadata"]["uid"])
+    actions.event(owner, "Normal", "GangPlaced", f"placed on {node}")
+    written = run(sandbox, lambda c: write_gang(c, actions))
+    assert written == GangWritten(status_written=True, patched=("gang-0",), patch_failed=("gang-1",))
+    record = sandbox.get_json("gangplacements.gputopo.io", "-n", namespace, "gputopo-g")
+    assert record["status"] == {"generation": 1, "nodes": [node]}
+    assert get_pod(sandbox, "gang-0")["spec"]["schedulingGates"] == [{"name": KUEUE_GATE}]
+
+    def posted() -> list[dict[str, Any]]:
+        events = sandbox.get_json("events", "-n", namespace, "--field-selector", "reason=GangPlaced")["items"]
+        return [e for e in events if e["involvedObject"]["name"] == "gang-0"]
+
+    event = sandbox.wait_for("the Event is posted", posted, timeout=10)[0]
+    assert event["involvedObject"]["kind"] == "Pod" and event["involvedObject"]["uid"] == pod["metadata"]["uid"]
