@@ -359,8 +359,7 @@ class GangWatches:
         while True:
             await self._sleep(self.recheck_seconds)
             try:
-                started = await self.discover()
-                await asyncio.gather(*(r.synced.wait() for r in started))
+                await self.discover()  # what it starts lists on its own; a pass reads it once there (``synced``)
             except Exception:  # discovery must never stop: a CRD installed later would go unseen
                 logger.exception("gang watches: discovery failed")
 

@@ -49,6 +49,9 @@ GANG_PLACEMENT_GROUP = "gputopo.io"
 GANG_PLACEMENT_VERSION = "v1alpha1"
 GANG_PLACEMENT_PLURAL = "gangplacements"
 
+# How kube-apiserver words a JSON patch that does not apply (a test op failed, or a path it names is gone).
+_NOT_APPLIED = "the server rejected our request due to an error in our request"
+
 # What became of an eviction: done (or under way), the pod already gone, or refused by a PodDisruptionBudget.
 EvictionOutcome = Literal["evicted", "gone", "blocked"]
 _CLEARABLE = ("placement", "startTime", "completionTime", "lastRestartTime")
@@ -153,11 +156,11 @@ def gang_placement_path(namespace: str, name: str | None = None, *sub: str) -> s
     return "/apis" + _path(GANG_PLACEMENT_GROUP, GANG_PLACEMENT_VERSION, *where)
 
 
-def _test_failed(exc: ApiError) -> bool:
-    """Whether a refused JSON patch was refused for one of its ``test`` ops: kube-apiserver answers 422 Invalid
-    with the message "the server rejected our request due to an error in our request" ... "testing value ..."
-    ."""
-    return exc.status == 422 and "test" in str(exc).lower() and "failed" in str(exc).lower()
+def _not_applicable(exc: ApiError) -> bool:
+    """Whether a refused JSON patch does not apply to the object as it is now: one of its ``test`` ops failed, or a
+    path it names is gone. kube-apiserver (v1.36) answers both with 422 Invalid and only the generic words below,
+    nothing in the details; a validation refusal is 422 Invalid too, but says what is invalid instead."""
+    return exc.status == 422 and str(exc).endswith(f": {_NOT_APPLIED}")
 
 
 def _budget_refused(exc: ApiError) -> bool:
@@ -349,8 +352,9 @@ class KubeClient:
         )
 
     async def patch_pod_json(self, namespace: str, name: str, ops: Sequence[dict[str, Any]]) -> bool:
-        """Apply a JSON patch (RFC 6902) to a pod; True when applied. False when the pod is gone or one of the
-        patch's ``test`` ops failed (the pod changed meanwhile: nothing was applied); other refusals raise."""
+        """Apply a JSON patch (RFC 6902) to a pod; True when applied. False when the pod is gone, or the patch does
+        not apply to it as it is now (one of its ``test`` ops failed, or a path it names is gone: the pod changed
+        meanwhile), or a conflict; nothing was applied then. Other refusals (a change validation forbids) raise."""
         try:
             await self._request(
                 f"patch Pod {namespace}/{name}",
@@ -363,7 +367,7 @@ class KubeClient:
         except (NotFoundError, ConflictError):
             return False
         except ApiError as exc:
-            if _test_failed(exc):
+            if _not_applicable(exc):
                 return False
             raise
         return True
