@@ -47,7 +47,6 @@ def crd(group: str, version: str, plural: str, kind: str) -> dict[str, Any]:
     }
 
 
-GANG_PLACEMENT_CRD = crd("gputopo.io", "v1alpha1", "gangplacements", "GangPlacement")
 JOBSET_CRD = crd("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 
 
@@ -59,11 +58,10 @@ def install(sandbox: SandboxHandle, definition: dict[str, Any]) -> None:
 
 @pytest.fixture(scope="module")
 def namespace(sandbox: SandboxHandle) -> Iterator[str]:
+    # The sandbox installs gputopo's own CRDs, GangPlacement among them.
     sandbox.kubectl("create", "namespace", NS, check=False)
-    install(sandbox, GANG_PLACEMENT_CRD)
     yield NS
     sandbox.kubectl("delete", "namespace", NS, "--wait=false", check=False)
-    sandbox.kubectl("delete", "crd", GANG_PLACEMENT_CRD["metadata"]["name"], "--wait=false", check=False)
 
 
 def run(sandbox: SandboxHandle, call: Callable[[KubeClient], Awaitable[T]]) -> T:
@@ -188,15 +186,15 @@ def test_eviction_honours_a_disruption_budget(sandbox: SandboxHandle, namespace:
 def test_a_gang_placement_record_is_created_once_and_its_status_written_whole(
     sandbox: SandboxHandle, namespace: str
 ) -> None:
-    body = {"metadata": {"name": "jobset-js", "namespace": namespace}, "spec": {"gang": f"{namespace}/jobset/js"}}
+    body = {"metadata": {"name": "jobset-js", "namespace": namespace}, "spec": {"source": "jobset", "gang": "js"}}
     assert run(sandbox, lambda c: c.create_gang_placement(body)) is True
     assert run(sandbox, lambda c: c.create_gang_placement(body)) is False
-    first = {"generation": 1, "nodes": ["a", "b", "c"], "reason": "placed"}
+    first = {"generation": 1, "nodes": ["a", "b", "c"], "nodeCount": 3, "message": "placed"}
     run(sandbox, lambda c: c.write_gang_placement_status(namespace, "jobset-js", first))
-    second = {"generation": 2, "nodes": ["d"], "reason": None}
+    second = {"generation": 2, "nodes": ["d"], "nodeCount": 1, "message": None}
     version = run(sandbox, lambda c: c.write_gang_placement_status(namespace, "jobset-js", second))
     stored = sandbox.get_json("gangplacements.gputopo.io", "-n", namespace, "jobset-js")
-    assert stored["status"] == {"generation": 2, "nodes": ["d"]}  # the list replaced, the None field removed
+    assert stored["status"] == {"generation": 2, "nodes": ["d"], "nodeCount": 1}  # list replaced, None removed
     assert stored["metadata"]["resourceVersion"] == version
     assert stored["spec"] == {"gang": f"{namespace}/jobset/js"}
     run(sandbox, lambda c: c.delete_gang_placement(namespace, "jobset-js"))
@@ -317,8 +315,8 @@ def test_write_gang_records_steers_and_tells_the_owner(sandbox: SandboxHandle, n
         key=JobKey((namespace, "gputopo/g")),
         namespace=namespace,
         record_name="gputopo-g",
-        record={"spec": {"gang": f"{namespace}/gputopo/g"}},
-        status={"generation": 1, "nodes": [node]},
+        record={"spec": {"source": "gputopo", "gang": "g"}},
+        status={"generation": 1, "nodes": [node], "nodeCount": 1},
         patches=[PodPatch("gang-0", pod["metadata"]["uid"], ops), PodPatch("gang-1", "u", ops)],
         placed=True,
     )
@@ -327,7 +325,7 @@ def test_write_gang_records_steers_and_tells_the_owner(sandbox: SandboxHandle, n
     written = run(sandbox, lambda c: write_gang(c, actions))
     assert written == GangWritten(status_written=True, patched=("gang-0",), patch_failed=("gang-1",))
     record = sandbox.get_json("gangplacements.gputopo.io", "-n", namespace, "gputopo-g")
-    assert record["status"] == {"generation": 1, "nodes": [node]}
+    assert record["status"] == {"generation": 1, "nodes": [node], "nodeCount": 1}
     assert get_pod(sandbox, "gang-0")["spec"]["schedulingGates"] == [{"name": KUEUE_GATE}]
 
     def posted() -> list[dict[str, Any]]:

@@ -53,6 +53,8 @@ def _crd(group: str, version: str, kind: str, plural: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def operator(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     crds = [_crd(*c) for c in OWNER_CRDS]
+    for c in crds:  # one another module deleted may still be going
+        sandbox.kubectl("wait", "--for=delete", f"crd/{c['metadata']['name']}", "--timeout=60s", check=False)
     sandbox.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": crds}))
     for _, _, _, plural in OWNER_CRDS:
         names = [f"crd/{c['metadata']['name']}" for c in crds if c["spec"]["names"]["plural"] == plural]
