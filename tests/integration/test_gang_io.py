@@ -196,7 +196,7 @@ def test_a_gang_placement_record_is_created_once_and_its_status_written_whole(
     stored = sandbox.get_json("gangplacements.gputopo.io", "-n", namespace, "jobset-js")
     assert stored["status"] == {"generation": 2, "nodes": ["d"], "nodeCount": 1}  # list replaced, None removed
     assert stored["metadata"]["resourceVersion"] == version
-    assert stored["spec"] == {"gang": f"{namespace}/jobset/js"}
+    assert stored["spec"] == {"source": "jobset", "gang": "js"}
     run(sandbox, lambda c: c.delete_gang_placement(namespace, "jobset-js"))
     run(sandbox, lambda c: c.delete_gang_placement(namespace, "jobset-js"))  # gone already: no error
 
@@ -236,7 +236,7 @@ def test_the_gang_watches_see_a_jobs_gated_pods_trimmed(sandbox: SandboxHandle, 
         try:
             async with GangWatches(client, lambda: pokes.append(1), recheck_seconds=600) as watches:
                 assert watches.served("gangplacements") and not watches.served("pytorchjobs")
-                assert not watches.served("podgroups")  # Kubernetes 1.36 serves no PodGroups
+                assert watches.served("podgroups")  # the sandbox's 1.37 serves scheduling.k8s.io/v1beta1
                 assert len(watches.pytorch_jobs) == 0 and len(watches.pod_groups) == 0
                 for name, mode in (("indexed", "Indexed"), ("plain", "NonIndexed")):
                     body = json.dumps(an_indexed_job(name, mode))
