@@ -104,7 +104,7 @@ def gang_row(gang: dict[str, Any]) -> tuple[str, str, str, str, str, str, str]:
     where = f"{WHERE.get(phase, 'on')} {_node_list(nodes)}" if nodes else "-"
     size = spec.get("size")
     name = f"{spec.get('gang', gang['metadata']['name'])}" + (f" ({size} ranks)" if size else "")
-    note = status.get("bottleneck") or ("" if phase in ("Running", "Released") else status.get("message", ""))
+    why = "" if phase in ("Running", "Released") else str(status.get("message", ""))[:60]
     return (
         name,
         str(spec.get("source", "")),
@@ -112,7 +112,7 @@ def gang_row(gang: dict[str, Any]) -> tuple[str, str, str, str, str, str, str]:
         where,
         _rank_gpus(ranks) if ranks else "-",
         _busbw(status.get("estimatedBusBandwidthGBps")) if ranks else "-",
-        note[:60],
+        status.get("bottleneck") or why,
     )
 
 
