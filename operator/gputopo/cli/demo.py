@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -36,27 +37,43 @@ def _jobs(box: Sandbox) -> list[dict[str, Any]]:
     return sorted(items, key=lambda j: j["metadata"]["name"])
 
 
+def _gang_documents(path: Path) -> int:
+    """How many gangs gputopo does not own (anything but a TrainingJob) a manifest declares."""
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+    return sum(1 for d in docs if d.get("kind") != "TrainingJob")
+
+
+def _rank_gpus(ranks: list[dict[str, Any]]) -> str:
+    """``r0:0,1; r1:2,3``: each rank's GPU indices, the first four ranks."""
+    cells = "; ".join(f"r{r['rank']}:{','.join(map(str, r.get('gpus', [])))}" for r in ranks[:4])
+    return cells + (f"; … {len(ranks) - 4} more" if len(ranks) > 4 else "")
+
+
+def _node_list(nodes: list[str]) -> str:
+    return ", ".join(nodes[:4]) + (" …" if len(nodes) > 4 else "")
+
+
+def _busbw(value: Any) -> str:
+    return f"{value:.1f}" if isinstance(value, int | float) and value > 0 else "-"
+
+
 def _placement_cells(job: dict[str, Any]) -> tuple[str, str, str, str]:
     placement = (job.get("status") or {}).get("placement") or {}
     workers = placement.get("workers") or []
-    nodes = sorted({w["node"] for w in workers})
-    gpus = "; ".join(f"r{w['rank']}:{','.join(map(str, w.get('gpus', [])))}" for w in workers[:4])
-    if len(workers) > 4:
-        gpus += f"; … {len(workers) - 4} more"
-    busbw = placement.get("estimatedBusBandwidthGBps")
     return (
-        ", ".join(nodes[:4]) + (" …" if len(nodes) > 4 else ""),
-        gpus,
-        f"{busbw:.1f}" if isinstance(busbw, int | float) else "-",
+        _node_list(sorted({w["node"] for w in workers})),
+        _rank_gpus(workers),
+        _busbw(placement.get("estimatedBusBandwidthGBps")),
         placement.get("bottleneck", ""),
     )
 
 
-def _table(box: Sandbox) -> Table:
+def job_table(jobs: list[dict[str, Any]]) -> Table:
+    """The TrainingJobs (``kubectl get trainingjobs -o json``'s items): where each runs, or why it waits."""
     table = Table(title="TrainingJobs in the sandbox", header_style="bold")
     for column in ("job", "phase", "gang", "nodes", "GPUs (rank:indices)", "busbw GB/s", "bottleneck", "why"):
         table.add_column(column)
-    for job in _jobs(box):
+    for job in sorted(jobs, key=lambda j: j["metadata"]["name"]):
         status = job.get("status") or {}
         spec = job["spec"]
         waiting = next((c.get("message", "") for c in status.get("conditions", []) if c.get("status") == "False"), "")
@@ -70,6 +87,64 @@ def _table(box: Sandbox) -> Table:
     return table
 
 
+# How a gang's nodes read in its phase: a Released record keeps the ranks it ran on.
+WHERE = {"Running": "runs on", "Released": "ran on", "Planned": "placed on", "Restarting": "ran on"}
+# Phases a gang stays in until something changes: the demo waits for one of them.
+GANG_SETTLED = ("Running", "Released", "Unplaceable", "Refused")
+
+
+def gang_row(gang: dict[str, Any]) -> tuple[str, str, str, str, str, str, str]:
+    """One GangPlacement (``kubectl get gangplacements -o json``'s item) as the gang table's cells: gang, source,
+    phase, nodes (``runs on`` / ``ran on`` ...), GPUs per rank, estimated bus bandwidth, bottleneck or message."""
+    spec = gang.get("spec") or {}
+    status = gang.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    ranks = sorted(status.get("ranks") or [], key=lambda r: r["rank"])
+    nodes = list(dict.fromkeys(r["node"] for r in ranks)) or list(status.get("nodes") or [])
+    where = f"{WHERE.get(phase, 'on')} {_node_list(nodes)}" if nodes else "-"
+    size = spec.get("size")
+    name = f"{spec.get('gang', gang['metadata']['name'])}" + (f" ({size} ranks)" if size else "")
+    why = "" if phase in ("Running", "Released") else str(status.get("message", ""))[:60]
+    return (
+        name,
+        str(spec.get("source", "")),
+        phase,
+        where,
+        _rank_gpus(ranks) if ranks else "-",
+        _busbw(status.get("estimatedBusBandwidthGBps")) if ranks else "-",
+        status.get("bottleneck") or why,
+    )
+
+
+def gang_table(gangs: list[dict[str, Any]]) -> Table:
+    """The gangs gputopo placed without owning them (Indexed Jobs, PodGroups, JobSets, ...), by GangPlacement."""
+    table = Table(title="Gangs gputopo placed (kubectl get gangs)", header_style="bold")
+    for column in ("gang", "source", "phase", "nodes", "GPUs (rank:indices)", "busbw GB/s", "bottleneck or why"):
+        table.add_column(column)
+    for gang in sorted(gangs, key=lambda g: (g["metadata"].get("namespace", ""), g["metadata"]["name"])):
+        table.add_row(*gang_row(gang))
+    return table
+
+
+def gangs_settled(gangs: list[dict[str, Any]], expected: int) -> bool:
+    """At least ``expected`` gangs on record, each in a phase it keeps until something changes."""
+    phases = [(g.get("status") or {}).get("phase") for g in gangs]
+    return len(phases) >= expected and all(p in GANG_SETTLED for p in phases)
+
+
+def _gangs(box: Sandbox) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = json.loads(box.kubectl("get", "gangplacements", "-n", NAMESPACE, "-o", "json"))[
+        "items"
+    ]
+    return items
+
+
+def _wait_gangs(box: Sandbox, expected: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not gangs_settled(_gangs(box), expected):
+        time.sleep(1)
+
+
 def _settled(job: dict[str, Any]) -> bool:
     """Running or finished, or waiting with the engine's reason written on it."""
     status = job.get("status") or {}
@@ -78,13 +153,32 @@ def _settled(job: dict[str, Any]) -> bool:
     return any(c.get("status") == "False" and c.get("message") for c in status.get("conditions", []))
 
 
+# A job left waiting counts as settled once it has waited this long unchanged: longer than the operator's control
+# pass without events (2 s), so a pass that could place it (GPUs another gang just let go) has run.
+STABLE_SECONDS = 3.0
+
+
+def _done(job: dict[str, Any]) -> bool:
+    return (job.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
+
+
 def _wait_settled(box: Sandbox, timeout: float) -> None:
     deadline = time.monotonic() + timeout
+    waiting_since: float | None = None
+    seen: list[tuple[str, str]] = []
     while time.monotonic() < deadline:
         jobs = _jobs(box)
-        if jobs and all(_settled(j) for j in jobs):
+        if jobs and all(_done(j) for j in jobs):
             return
-        time.sleep(1)
+        state = [(j["metadata"]["name"], (j.get("status") or {}).get("phase", "")) for j in jobs]
+        if not jobs or not all(_settled(j) for j in jobs) or state != seen:
+            waiting_since = None
+        elif waiting_since is None:
+            waiting_since = time.monotonic()
+        elif time.monotonic() - waiting_since >= STABLE_SECONDS:
+            return
+        seen = state
+        time.sleep(0.5)
 
 
 def _fail_a_link(box: Sandbox, timeout: float) -> None:
@@ -140,15 +234,21 @@ def demo(
                                   "fabric.topograph.run/tier-0"))  # fmt: skip
         box.kubectl("create", "namespace", NAMESPACE, check=False)
         examples = _examples_dir()
+        gangs = 0
         for path in sorted(examples.glob("*.yaml")):
             box.kubectl("apply", "-n", NAMESPACE, "-f", str(path))
+            gangs += _gang_documents(path)
             console.print(f"applied {path.name}")
+        # A gang's pods that kwok runs to completion let their GPUs go, and a job waiting for them is placed then.
+        _wait_gangs(box, gangs, timeout)
         _wait_settled(box, timeout)
-        console.print(_table(box))
+        console.print(job_table(_jobs(box)))
+        if gangs:
+            console.print(gang_table(_gangs(box)))
         if fault:
             _fail_a_link(box, timeout)
-            console.print(_table(box))
-        console.print(f"\nexplore: export KUBECONFIG={box.kubeconfig}; kubectl get tj -n {NAMESPACE}")
+            console.print(job_table(_jobs(box)))
+        console.print(f"\nexplore: export KUBECONFIG={box.kubeconfig}; kubectl get tj,gangs -n {NAMESPACE}")
         console.print("stop:    gputopo sandbox down")
     except SandboxError as error:
         typer.echo(f"error: {error}", err=True)

@@ -30,7 +30,13 @@ def _fail(error: SandboxError) -> None:
 def up(
     nodes: Annotated[int, typer.Option("--nodes", min=1, max=10000, help="Simulated GPU nodes.")] = 8,
     profile: Annotated[str, typer.Option("--profile", help=f"Node mix: {', '.join(sorted(PROFILES))}.")] = "mixed",
-    operator: Annotated[bool, typer.Option("--operator/--no-operator", help="Also run the operator.")] = False,
+    operator: Annotated[
+        bool,
+        typer.Option(
+            "--operator/--no-operator",
+            help="Also run the operator, with the chart's admission policy that gates the pods of other gangs.",
+        ),
+    ] = False,
     probes: Annotated[bool, typer.Option("--probes/--no-probes", help="Run the fake node probes.")] = True,
     interval: Annotated[float, typer.Option("--probe-interval", help="Probe poll interval, s.")] = 1.0,
     gpu_allocation: Annotated[

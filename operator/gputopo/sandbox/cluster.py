@@ -1,6 +1,7 @@
 """The sandbox: a real local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)
 started by kwokctl's binary runtime from the pinned binaries, with kwok-simulated GPU nodes, the CRDs,
-fake node probes publishing NodeTopology, and optionally the operator.
+fake node probes publishing NodeTopology, and optionally the operator with the chart's placement-gate admission
+policy (``gputopo.sandbox.admission``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import yaml
 from gputopo.api import crdgen
 from gputopo.api.group import DRA_DEVICE_CLASS, DRA_DRIVER
 from gputopo.sandbox import processes
+from gputopo.sandbox.admission import install_gate_policy, render_gate_policy
 from gputopo.sandbox.binaries import KUBE_VERSION, Binaries, cache_root, find_binaries
 from gputopo.sandbox.errors import SandboxError
 from gputopo.sandbox.nodes import KWOK_ANNOTATION, node_manifest
@@ -205,6 +207,7 @@ class Sandbox:
             self.start_probes(plans, interval=probe_interval)
             self.wait_for_topologies([p.name for p in plans], timeout=wait)
         if operator:
+            self.install_gate_policy(timeout=wait)
             self.start_operator()
             self.wait_for_operator(timeout=wait)
         _log(f"ready: export KUBECONFIG={self.kubeconfig}")
@@ -353,6 +356,18 @@ class Sandbox:
         argv += ["--fake-allocation", str(self._state().get("fake_allocation", "plan"))]
         processes.start(argv, pid_file=pid_file, log_file=self.log_dir / "probe-farm.log")
         _log(f"fake node probes started (log: {self.log_dir / 'probe-farm.log'})")
+
+    @property
+    def operator_namespace(self) -> str:
+        """The namespace of the operator started here (its ConfigMap's), which the chart calls the release's."""
+        return os.environ.get("GPUTOPO_OPERATOR_NAMESPACE") or "default"
+
+    def install_gate_policy(self, *, timeout: float) -> None:
+        """The chart's placement-gate MutatingAdmissionPolicy and binding (``gputopo.sandbox.admission``), rendered
+        for a release in the operator's namespace, so that the operator started here places foreign gangs whole."""
+        docs = render_gate_policy(self.bins.helm, self.operator_namespace)
+        install_gate_policy(self.kubectl, docs, timeout=timeout)
+        _log(f"placement-gate admission policy {docs[0]['metadata']['name']!r} installed")
 
     def start_operator(self, extra_env: dict[str, str] | None = None) -> None:
         """Start the operator with metrics and liveness ports of its own (another sandbox's operator, the
