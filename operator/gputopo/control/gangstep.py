@@ -162,7 +162,7 @@ def _decide(
         faults, recheck = _faults(rec, view, config, now)
         if faults:
             return _fault(gang, rec, faults, actions)
-        return _held(gang, rec, bodies, now, arrival_timeout, actions, recheck)
+        return _held(gang, rec, bodies, now, (arrival_timeout, config.unschedulable_timeout), actions, recheck)
     if not live:
         if rec.phase in (Phase.RESTARTING, Phase.RELEASED):
             return GangStep(actions, rec)  # evicted (their owner makes them again), or ended
@@ -185,10 +185,12 @@ def _held(
     rec: GangRecord,
     bodies: Mapping[str, Mapping[str, Any]],
     now: datetime,
-    arrival_timeout: float,
+    timeouts: tuple[float, float],
     actions: GangActions,
     recheck: datetime | None,
 ) -> GangStep:
+    """A gang whose plan is held: ``timeouts`` are how long its ranks may take to arrive, and to be bound."""
+    arrival_timeout, unschedulable_timeout = timeouts
     declared = gang.declared
     assert declared is not None
     live = _live(gang)
@@ -200,8 +202,15 @@ def _held(
         why = f"ranks {names} did not arrive within {int(arrival_timeout)}s of the plan: its GPUs are let go"
         released = replace(rec, phase=Phase.RELEASED, message=why, ranks=(), missing=missing, released_with=len(live))
         return GangStep(actions, released)
+    stuck = _stuck(gang, rec, now, unschedulable_timeout)
+    if stuck:
+        return _unstick(gang, rec, stuck, actions)
     actions.patches = _patches(gang, rec, bodies)
     wake = recheck
+    for member in _live(gang).values():
+        if member.unschedulable_since is not None and not member.node and not member.gated:
+            due = member.unschedulable_since + timedelta(seconds=unschedulable_timeout)
+            wake = due if wake is None else min(wake, due)
     if missing and rec.planned_at is not None:
         due = rec.planned_at + timedelta(seconds=arrival_timeout)
         wake = due if wake is None else min(wake, due)
@@ -220,6 +229,38 @@ def _held(
                 actions.evictions.append(Eviction(live[rank].pod, live[rank].uid))
     record = replace(rec, phase=phase, message=why, missing=missing)
     return GangStep(actions, record, wants_ranks=waiting_for, wake_at=wake)
+
+
+def _stuck(gang: Gang, rec: GangRecord, now: datetime, timeout: float) -> dict[int, Member]:
+    """Steered pods kube-scheduler has found unschedulable on their planned node for ``timeout`` (another pod took
+    the GPUs meanwhile, the node filled up): a pinned pod cannot be steered again, only made anew."""
+    plan = rec.plan
+    return {
+        rank: m
+        for rank, m in _live(gang).items()
+        if rank in plan
+        and not m.gated
+        and not m.node
+        and m.unschedulable_since is not None
+        and now - m.unschedulable_since >= timedelta(seconds=timeout)
+    }
+
+
+def _unstick(gang: Gang, rec: GangRecord, stuck: dict[int, Member], actions: GangActions) -> GangStep:
+    """Evict the stuck pods so their owner makes them again, gated, and plan their ranks anew off those nodes."""
+    nodes = frozenset(rec.plan[r].node for r in stuck)
+    ranks = tuple(sorted(stuck))
+    if gang.owner is None and not gang.evict_bare:
+        why = (
+            f"ranks {_list(ranks)} cannot be bound on their planned nodes ({', '.join(sorted(nodes))}); their pods "
+            'are bare, so they are not evicted: delete them, or set gputopo.io/evict-bare-pods: "true"'
+        )
+        return GangStep(actions, replace(rec, message=why))
+    actions.evictions.extend(Eviction(m.pod, m.uid) for m in stuck.values())
+    kept = tuple(p for p in rec.ranks if p.rank not in stuck)
+    why = f"ranks {_list(ranks)} stayed unschedulable on {', '.join(sorted(nodes))}: evicted, to be planned again"
+    actions.event(involved(gang), "Warning", "PlacementTimedOut", why)
+    return GangStep(actions, replace(rec, ranks=kept, phase=Phase.PLANNED, message=why), avoid_nodes=nodes)
 
 
 def _evict_again(gang: Gang, rec: GangRecord, actions: GangActions) -> GangStep | None:

@@ -146,11 +146,18 @@ def trim_pod(obj: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     if not _gated(spec) and ANNOTATION_GANG not in _mapping(meta.get("annotations")):
         return None
-    phase = _mapping(obj.get("status")).get("phase")
+    status = _mapping(obj.get("status"))
+    kept: dict[str, Any] = {"phase": status["phase"]} if status.get("phase") is not None else {}
+    conditions = status.get("conditions")
+    scheduled = [
+        c for c in (conditions if isinstance(conditions, list) else []) if _mapping(c).get("type") == "PodScheduled"
+    ]
+    if scheduled:
+        kept["conditions"] = scheduled  # whether kube-scheduler finds a steered pod unschedulable, and since when
     return {
         "metadata": _pick(meta, _POD_META),
         "spec": _with_containers(spec, ("name", "resources", "env"), _pick(spec, _POD_SPEC)),
-        "status": {"phase": phase} if phase is not None else {},
+        "status": kept,
     }
 
 

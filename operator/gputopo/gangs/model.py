@@ -121,6 +121,7 @@ class Member:
     deleting: bool = False
     created: datetime | None = None
     generation: int | None = None  # gputopo.io/placement-generation
+    unschedulable_since: datetime | None = None  # kube-scheduler's PodScheduled=False Unschedulable, since
     # The pod's node selector, required node affinity and tolerations: where its rank may be placed.
     constraints: PodConstraints = NO_CONSTRAINTS
 

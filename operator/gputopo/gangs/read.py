@@ -101,6 +101,15 @@ def _gpu_list(value: str | None) -> tuple[int, ...] | None:
     return tuple(c for c in counts if c is not None) if all(c is not None for c in counts) else None
 
 
+def _unschedulable_since(pod: Raw) -> datetime | None:
+    conditions = mapping(pod.get("status")).get("conditions")
+    for condition in conditions if isinstance(conditions, list) else ():
+        c = mapping(condition)
+        if (c.get("type"), c.get("status"), c.get("reason")) == ("PodScheduled", "False", "Unschedulable"):
+            return _created(c.get("lastTransitionTime"))
+    return None
+
+
 def _member(pod: Raw, rank: int, problems: list[str]) -> Member:
     meta, spec = mapping(pod.get("metadata")), mapping(pod.get("spec"))
     name = text(meta.get("name"))
@@ -133,6 +142,7 @@ def _member(pod: Raw, rank: int, problems: list[str]) -> Member:
         created=_created(meta.get("creationTimestamp")),
         generation=as_int(annotations.get(ANNOTATION_PLACEMENT_GENERATION)),
         constraints=constraints,
+        unschedulable_since=_unschedulable_since(pod),
     )
 
 

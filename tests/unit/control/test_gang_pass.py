@@ -292,3 +292,19 @@ def test_generated_garbage_on_gang_pods_never_stops_the_pass(where: tuple[str, s
     good_key = JobKey(("team", "gputopo/good"))
     placed = next(a for a in result.gang_actions if a.key == good_key)
     assert sorted(p.name for p in placed.patches) == ["good-0", "good-1"]
+
+
+def test_a_steered_pod_that_stays_unschedulable_is_evicted_and_its_rank_planned_again() -> None:
+    record = recorded(run([gang(member(0))], two_nodes()))
+    node0 = record.plan[0].node
+    stuck = member(0, gates=(), unschedulable_since=at(20))
+    g = gang(stuck, member(1, gates=(), node=record.plan[1].node, phase="Running"))
+    waiting = run([g], two_nodes(), {KEY: record}, now=40)  # CONFIG: 60 s
+    assert not actions(waiting).evictions and waiting.wake_at == at(80)
+    result = run([g], two_nodes(), {KEY: record}, now=81)
+    a = actions(result)
+    assert [e.name for e in a.evictions] == ["train-0-x0"]
+    after = recorded(result)
+    assert [p.rank for p in after.ranks] == [1] and after.phase == "Planned"
+    assert result.avoid[KEY] == frozenset({node0})
+    assert any(e.reason == "PlacementTimedOut" for _, e in a.events)

@@ -116,7 +116,7 @@ def test_a_gated_pod_keeps_what_a_gang_reader_needs_and_nothing_else() -> None:
     assert "volumes" not in kept["spec"] and "serviceAccountName" not in kept["spec"]
     assert kept["spec"]["nodeSelector"] == {"pool": "a"} and kept["spec"]["priority"] == 100
     assert kept["spec"]["subdomain"] == "train" and kept["spec"]["terminationGracePeriodSeconds"] == 30
-    assert kept["status"] == {"phase": "Pending"}
+    assert kept["status"] == {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False"}]}
 
 
 @pytest.mark.parametrize(
