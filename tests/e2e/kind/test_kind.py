@@ -339,6 +339,12 @@ def job_done(k: Kind, job: str) -> dict[str, Any] | None:
     return {"conditions": conditions} if "Complete" in done else None
 
 
+def job_events(k: Kind, job: str) -> list[str]:
+    """The reasons of the Events about the Job (the operator's gang Events are about the gang's owner)."""
+    found = k.get("events", "-n", JOBS_NS, "--field-selector", f"involvedObject.kind=Job,involvedObject.name={job}")
+    return [e["reason"] for e in found["items"]]
+
+
 def assert_pinned_to_the_plan(k: Kind, job: str, met: dict[int, Any], plan: dict[str, Any]) -> None:
     """Each rank's pod was let through gputopo's gate pinned to its rank's plan (node affinity and annotations),
     runs there, and its container got the planned GPUs (the device plugin's GPUTOPO_VISIBLE_GPUS)."""
@@ -400,6 +406,8 @@ def test_an_indexed_job_gang_is_gated_placed_whole_and_succeeds(installed: Kind)
         assert [e["event"] for e in done] == ["allreduce", "done"] and done[0]["ok"], done
     ended = wait_for("the gang's plan released", lambda: record_phase(installed, job, "Released"), 60, EVERY)
     assert {(r["rank"], r["node"]) for r in ended["ranks"]} == {(r["rank"], r["node"]) for r in plan["ranks"]}
+    reasons = job_events(installed, job)
+    assert "GangPlaced" in reasons and "GangIncomplete" not in reasons, reasons  # done, not incomplete
 
 
 def test_a_link_fault_moves_an_indexed_job_gang_which_rendezvous_again_and_succeeds(installed: Kind) -> None:
@@ -424,6 +432,9 @@ def test_a_link_fault_moves_an_indexed_job_gang_which_rendezvous_again_and_succe
             assert not (rank["node"] == node and {a, b} <= set(rank["gpus"])), "still on the failed link"
         assert_pinned_to_the_plan(installed, job, again, after)
         wait_for(f"job {job} to complete", lambda: job_done(installed, job), timeout=300, every=EVERY)
+    reasons = job_events(installed, job)
+    assert "GangPlaced" in reasons and "GangRestarting" in reasons, reasons
+    assert "GangIncomplete" not in reasons, reasons  # a restart and a finished job are no incomplete gang
     for _, pod in again.values():
         done = [e for e in events(installed, pod["metadata"]["name"]) if e["event"] in ("allreduce", "done")]
         assert [e["event"] for e in done] == ["allreduce", "done"] and done[0]["ok"], done
