@@ -381,6 +381,8 @@ def _announce(gang: Gang, before: GangRecord, after: GangRecord, actions: GangAc
     changed = (before.phase, before.message) != (after.phase, after.message)
     if not changed:
         return
+    if after.phase == Phase.RELEASED and after.released_with is None:
+        return  # every pod ended (its job is done, or its evicted pods are being made again): nothing incomplete
     note = _ANNOUNCED.get(after.phase)
     if note is not None and (before.phase != after.phase or after.phase != Phase.RUNNING):
         if after.phase == Phase.RESTARTING and before.restarts == after.restarts:

@@ -225,6 +225,221 @@ def test_a_link_fault_moves_the_gang_which_rendezvous_again_and_succeeds(install
         assert_ranks_saw_their_gpus(again, after, 2)
 
 
+# A gang gputopo does not own: an Indexed Job whose PodGroup the Job controller makes (spec.scheduling), written
+# as a user writes one for torchrun, with nothing of gputopo's but an annotation that asks for NVSwitch nodes.
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+JOB_NAME = "batch.kubernetes.io/job-name"
+GATE = "gputopo.io/placement"
+
+
+def gang_job(name: str, seconds: int) -> list[dict[str, Any]]:
+    """A headless Service and an Indexed Job of two 8-GPU ranks that rendezvous at rank 0 through it."""
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": JOBS_NS},
+        "spec": {"clusterIP": "None", "selector": {JOB_NAME: name}, "ports": [{"name": "master", "port": 29500}]},
+    }
+    env = [
+        {"name": "PET_NODE_RANK",
+         "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}},
+        {"name": "PET_NNODES", "value": "2"},
+        {"name": "MASTER_ADDR", "value": f"{name}-0.{name}"},  # the pod's hostname under the Service
+        {"name": "MASTER_PORT", "value": "29500"},
+    ]  # fmt: skip
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": JOBS_NS},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": 2,
+            "parallelism": 2,
+            # An elastic trainer's ranks are evicted off a fault and made again: an eviction (the pod's condition
+            # DisruptionTarget) is no failure of the job, so it counts against no backoff. Any real failure does,
+            # and fails the job at once.
+            "backoffLimit": 0,
+            "podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]},
+            # All or nothing: the ranks start together, and a fault under one rank evicts them all, since a
+            # rank without its peers can only fail.
+            "scheduling": {"schedulingPolicy": {"gang": {"minCount": 2}}, "disruptionMode": {"all": {}}},
+            "template": {
+                "metadata": {"annotations": {"gputopo.io/intra-node": "nvswitch"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "subdomain": name,
+                    "terminationGracePeriodSeconds": 1,  # the all-reduce, PID 1, does not end on SIGTERM
+                    "containers": [{
+                        "name": "trainer",
+                        "image": f"gputopo-allreduce:{TAG}",
+                        "imagePullPolicy": "Never",
+                        "args": ["--seconds", str(seconds)],
+                        "env": env,
+                        "ports": [{"name": "master", "containerPort": 29500}],
+                        "resources": {"limits": {"nvidia.com/gpu": 8}},
+                    }],
+                },
+            },
+        },
+    }  # fmt: skip
+    return [service, job]
+
+
+def job_rendezvoused(k: Kind, job: str, not_uids: frozenset[str] = frozenset()) -> dict[int, Any] | None:
+    """Rank -> (its rendezvous event, its pod) once both ranks of the Job's pods not in ``not_uids`` have met."""
+    pods = [
+        p
+        for p in k.get("pods", "-n", JOBS_NS, "-l", f"{JOB_NAME}={job}")["items"]
+        if p["metadata"]["uid"] not in not_uids and not p["metadata"].get("deletionTimestamp")
+    ]
+    if len(pods) != 2:
+        return None
+    met = {}
+    for pod in pods:
+        meeting = next((e for e in events(k, pod["metadata"]["name"]) if e["event"] == "rendezvous"), None)
+        if meeting is None:
+            return None
+        met[int(pod["metadata"]["labels"][COMPLETION_INDEX])] = (meeting, pod)
+    return met
+
+
+def gang_record(k: Kind, job: str) -> dict[str, Any] | None:
+    """The GangPlacement of the Job's PodGroup, checked to be of that PodGroup; None while there is none."""
+    groups = [
+        g
+        for g in k.get("podgroups.scheduling.k8s.io", "-n", JOBS_NS)["items"]
+        if any(o.get("controller") and o["name"] == job for o in g["metadata"].get("ownerReferences", []))
+    ]
+    if not groups:
+        return None
+    (group,) = groups
+    records = [
+        r for r in k.get("gangplacements", "-n", JOBS_NS)["items"] if r["spec"].get("owner", {}).get("name") == job
+    ]
+    if not records:
+        return None
+    (record,) = records
+    assert (record["spec"]["source"], record["spec"]["gang"]) == ("podgroup", group["metadata"]["name"]), record
+    return record
+
+
+def record_phase(k: Kind, job: str, wanted: str, restarts: int = 0) -> dict[str, Any] | None:
+    record = gang_record(k, job)
+    status = (record or {}).get("status") or {}
+    if status.get("phase") in ("Refused", "Unplaceable"):
+        raise AssertionError(f"{job}'s gang: {json.dumps(status)[:2000]}")
+    return status if status.get("phase") == wanted and status.get("restarts", 0) == restarts else None
+
+
+def job_done(k: Kind, job: str) -> dict[str, Any] | None:
+    conditions = (k.get("job", job, "-n", JOBS_NS).get("status") or {}).get("conditions", [])
+    done = {c["type"] for c in conditions if c["status"] == "True"}
+    if "Failed" in done:
+        raise AssertionError(f"job {job} failed: {json.dumps(conditions)[:2000]}")
+    return {"conditions": conditions} if "Complete" in done else None
+
+
+def job_events(k: Kind, job: str) -> list[str]:
+    """The reasons of the Events about the Job (the operator's gang Events are about the gang's owner)."""
+    found = k.get("events", "-n", JOBS_NS, "--field-selector", f"involvedObject.kind=Job,involvedObject.name={job}")
+    return [e["reason"] for e in found["items"]]
+
+
+def assert_pinned_to_the_plan(k: Kind, job: str, met: dict[int, Any], plan: dict[str, Any]) -> None:
+    """Each rank's pod was let through gputopo's gate pinned to its rank's plan (node affinity and annotations),
+    runs there, and its container got the planned GPUs (the device plugin's GPUTOPO_VISIBLE_GPUS)."""
+    by_rank = {r["rank"]: r for r in plan["ranks"]}
+    assert sorted(met) == sorted(by_rank) == [0, 1], (sorted(met), plan)
+    assert len({r["node"] for r in plan["ranks"]}) == 2, "a multi-node gang"
+    for rank, (meeting, pod) in met.items():
+        planned = by_rank[rank]
+        assert len(planned["gpus"]) == 8 and planned["pod"] == pod["metadata"]["name"], planned
+        assert meeting["world"] == 2 and meeting["rank"] == rank, meeting
+        assert pod["spec"]["nodeName"] == planned["node"]
+        assert GATE not in json.dumps(pod["spec"].get("schedulingGates", []))
+        annotations = pod["metadata"]["annotations"]
+        assert annotations["gputopo.io/gpus"] == ",".join(map(str, planned["gpus"])), annotations
+        assert annotations[ANNOTATION_PLACEMENT_GENERATION] == str(plan["generation"]), annotations
+        assert annotations["gputopo.io/gang-id"] == f"podgroup/{pod['spec']['schedulingGroup']['podGroupName']}"
+        terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        pin = {"key": "metadata.name", "operator": "In", "values": [planned["node"]]}
+        assert all(pin in term.get("matchFields", []) for term in terms["nodeSelectorTerms"]), terms
+        assert meeting["gpus"] == sorted(planned["gpus"]), (rank, meeting, planned)
+        assert len(meeting["gpu_uuids"]) == 8
+
+
+def assert_the_policy_gates(k: Kind, job: str, group: str) -> None:
+    """The chart's admission policy, as installed, gates a pod of this Job's shape in this namespace: a
+    server-side dry run of such a pod comes back with gputopo's scheduling gate."""
+    template = k.get("job", job, "-n", JOBS_NS)["spec"]["template"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{job}-dry-run", "namespace": JOBS_NS,
+                     "labels": {**template["metadata"].get("labels", {}), COMPLETION_INDEX: "0"}},
+        "spec": {**template["spec"], "schedulingGroup": {"podGroupName": group}},
+    }  # fmt: skip
+    out = k.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(pod))
+    gates = [g["name"] for g in json.loads(out)["spec"].get("schedulingGates", [])]
+    assert gates == [GATE], gates
+
+
+def test_an_indexed_job_gang_is_gated_placed_whole_and_succeeds(installed: Kind) -> None:
+    policies = installed.get("mutatingadmissionpolicies")["items"]
+    assert any(GATE in json.dumps(p["spec"]) for p in policies), "the chart installed no gang gate"
+    job = "gang"
+    t_apply = time.time()
+    installed.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(gang_job(job, seconds=8)))
+    met = wait_for("both ranks to rendezvous", lambda: job_rendezvoused(installed, job), timeout=300, every=EVERY)
+    TIMINGS["kubectl apply of an Indexed Job -> every rank rendezvoused"] = (
+        max(m["time"] for m, _ in met.values()) - t_apply
+    )
+    record = gang_record(installed, job)
+    assert record is not None
+    plan = record["status"]
+    assert plan["generation"] == 1 and plan.get("restarts", 0) == 0, plan
+    assert_pinned_to_the_plan(installed, job, met, plan)
+    assert_the_policy_gates(installed, job, record["spec"]["gang"])
+    wait_for(f"job {job} to complete", lambda: job_done(installed, job), timeout=300, every=EVERY)
+    for _, pod in met.values():
+        done = [e for e in events(installed, pod["metadata"]["name"]) if e["event"] in ("allreduce", "done")]
+        assert [e["event"] for e in done] == ["allreduce", "done"] and done[0]["ok"], done
+    ended = wait_for("the gang's plan released", lambda: record_phase(installed, job, "Released"), 60, EVERY)
+    assert {(r["rank"], r["node"]) for r in ended["ranks"]} == {(r["rank"], r["node"]) for r in plan["ranks"]}
+    reasons = job_events(installed, job)
+    assert "GangPlaced" in reasons and "GangIncomplete" not in reasons, reasons  # done, not incomplete
+
+
+def test_a_link_fault_moves_an_indexed_job_gang_which_rendezvous_again_and_succeeds(installed: Kind) -> None:
+    job = "gang-fault"
+    installed.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(gang_job(job, seconds=30)))
+    first = wait_for("both ranks to rendezvous", lambda: job_rendezvoused(installed, job), timeout=300, every=EVERY)
+    before = wait_for("the gang to run", lambda: record_phase(installed, job, "Running"), timeout=60, every=EVERY)
+    assert_pinned_to_the_plan(installed, job, first, before)
+    with link_down_under_rank0(installed, {"workers": before["ranks"]}) as (node, a, b, t_fault):
+        old = frozenset(m[1]["metadata"]["uid"] for m in first.values())
+        again = wait_for(
+            "the re-placed gang to rendezvous", lambda: job_rendezvoused(installed, job, not_uids=old), timeout=300,
+            every=EVERY,
+        )  # fmt: skip
+        TIMINGS["link fault -> re-placed Indexed Job gang rendezvoused"] = (
+            max(m["time"] for m, _ in again.values()) - t_fault
+        )
+        after = wait_for("the gang to run again", lambda: record_phase(installed, job, "Running", 1), 60, EVERY)
+        assert after["generation"] > before["generation"], (before, after)
+        assert after["lastRestartReason"], after
+        for rank in after["ranks"]:
+            assert not (rank["node"] == node and {a, b} <= set(rank["gpus"])), "still on the failed link"
+        assert_pinned_to_the_plan(installed, job, again, after)
+        wait_for(f"job {job} to complete", lambda: job_done(installed, job), timeout=300, every=EVERY)
+    reasons = job_events(installed, job)
+    assert "GangPlaced" in reasons and "GangRestarting" in reasons, reasons
+    assert "GangIncomplete" not in reasons, reasons  # a restart and a finished job are no incomplete gang
+    for _, pod in again.values():
+        done = [e for e in events(installed, pod["metadata"]["name"]) if e["event"] in ("allreduce", "done")]
+        assert [e["event"] for e in done] == ["allreduce", "done"] and done[0]["ok"], done
+
+
 def leader(k: Kind) -> str:
     """The operator pod that leads: the live peer of the highest priority in the kopf peering."""
     pods = {p["metadata"]["name"] for p in k.get("pods", "-n", NS, "-l", OPERATOR)["items"]}

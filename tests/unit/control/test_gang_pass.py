@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from control_builders import at, cluster
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -143,6 +144,23 @@ def test_a_plan_whose_ranks_never_arrive_is_let_go_naming_them() -> None:
     # the same pods a pass later: not planned again, until another arrives
     again = run([gang(member(0, gates=(), node="n0"))], two_nodes(), {KEY: released}, now=10 + 302)
     assert not again.gang_plans
+
+
+@pytest.mark.parametrize(
+    ("phase", "restarting"),
+    [("Succeeded", False), ("Failed", True)],
+    ids=["its-job-is-done", "its-evicted-pods-ended-before-their-owner-made-them-again"],
+)
+def test_a_gang_whose_pods_all_ended_is_released_without_a_warning(phase: str, restarting: bool) -> None:
+    record = recorded(run([gang(member(0), member(1))], two_nodes()))
+    if restarting:
+        record = replace(record, phase="Restarting", ranks=(), restarts=1)
+    ended = [member(r, gates=(), node="n0", phase=phase, deleting=restarting) for r in (0, 1)]
+    result = run([gang(*ended)], two_nodes(), {KEY: record})
+    released = recorded(result)
+    assert released.phase == "Released" and released.message == "every pod of the gang has ended"
+    assert released.restarts == record.restarts
+    assert not any(e.reason == "GangIncomplete" for _, e in actions(result).events)
 
 
 def test_before_the_timeout_the_pass_asks_to_look_again_when_it_is_due() -> None:
