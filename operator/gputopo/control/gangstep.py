@@ -153,7 +153,7 @@ def _decide(
         why = "its size is not known yet (its owner is not read yet, or does not say)"
         return GangStep(actions, replace(rec, phase=Phase.PENDING, message=why))
     live = _live(gang)
-    if gang.members and all(m.phase in ("Succeeded", "Failed") for m in gang.members):
+    if _ended(gang):
         # Where it ran stays on record; a Released record holds no GPUs.
         return GangStep(actions, replace(rec, phase=Phase.RELEASED, message="every pod of the gang has ended"))
     if rec.phase == Phase.RELEASED:
@@ -178,6 +178,15 @@ def _decide(
         return GangStep(actions, replace(rec, phase=Phase.PENDING, message=why))
     actions.patches = _patches(gang, rec, bodies)  # 0-GPU ranks go at once
     return GangStep(actions, rec, wants_ranks=declared.gpu_ranks)
+
+
+def _ended(gang: Gang) -> bool:
+    """Every rank of the gang has had its pod, and every pod has ended. A rank whose pod is still to come keeps
+    the plan (a JobSet's first Job may finish before its second is made)."""
+    declared = gang.declared
+    ranks = {m.rank for m in gang.members}
+    whole = declared is None or all(r in ranks for r in range(declared.size))
+    return bool(gang.members) and whole and all(m.phase in ("Succeeded", "Failed") for m in gang.members)
 
 
 def _held(

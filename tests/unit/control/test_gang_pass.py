@@ -326,3 +326,14 @@ def test_a_steered_pod_that_stays_unschedulable_is_evicted_and_its_rank_planned_
     assert [p.rank for p in after.ranks] == [1] and after.phase == "Planned"
     assert result.avoid[KEY] == frozenset({node0})
     assert any(e.reason == "PlacementTimedOut" for _, e in a.events)
+
+
+def test_a_rank_that_ends_before_the_next_arrives_keeps_the_plan_for_it() -> None:
+    """A JobSet's first Job may finish before its second is made: the second rank's GPUs stay planned for it."""
+    record = recorded(run([gang(member(0))], two_nodes()))
+    done = member(0, gates=(), node=record.plan[0].node, phase="Succeeded")
+    held = run([gang(done)], two_nodes(), {KEY: record}, now=20)
+    assert recorded(held).phase == "Planned" and recorded(held).plan == record.plan
+    later = run([gang(done, member(1))], two_nodes(), {KEY: recorded(held)}, now=30)
+    assert [p.name for p in actions(later).patches] == ["train-1-x1"]
+    assert not later.gang_plans  # steered into the plan it had, not planned again
