@@ -507,3 +507,100 @@ def test_a_pod_held_by_another_gate_is_left_alone_until_that_gate_goes(cluster: 
     patch = [{"op": "remove", "path": "/spec/schedulingGates/0"}]
     cluster.sandbox.kubectl("patch", "pod", "held-0", "-n", NS, "--type", "json", "-p", json.dumps(patch))
     cluster.wait_phase("gputopo-held", "Running")
+
+
+def _podgroup_pod(name: str, group: str, gpus: int) -> dict[str, Any]:
+    spec = {**_template(gpus)["spec"], "schedulingGroup": {"podGroupName": group}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def test_a_podgroup_made_by_hand_is_placed_whole_and_a_fault_under_its_bare_pods_is_reported(
+    sandbox: SandboxHandle, cluster: Cluster
+) -> None:
+    cluster.create(
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "by-hand"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "disruptionMode": {"all": {}}},
+        }
+    )
+    for i in (0, 1):
+        cluster.create(_podgroup_pod(f"by-hand-{i}", "by-hand", 4))
+    gang = cluster.wait_phase("podgroup-by-hand", "Running")
+    assert gang["spec"]["source"] == "podgroup" and gang["spec"]["size"] == 2
+    _planned_and_bound(cluster, gang, "")
+    rank0 = next(r for r in gang["status"]["ranks"] if r["rank"] == 0)
+    a, b = rank0["gpus"][:2]
+    link_fault(sandbox.sandbox, rank0["node"], a, b, "down")
+    try:
+        cluster.wait(
+            "fault reported",
+            lambda: "evict-bare-pods" in cluster.gang("podgroup-by-hand")["status"].get("message", ""),
+            timeout=60,
+        )
+        assert len(cluster.pods()) == 2
+    finally:
+        link_fault(sandbox.sandbox, rank0["node"], a, b, "up")
+
+
+def test_a_leaderworkerset_group_under_a_fault_is_evicted_and_placed_off_it_when_remade(
+    sandbox: SandboxHandle, cluster: Cluster
+) -> None:
+    lws = cluster.create(
+        {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "metadata": {"name": "lwf"},
+            "spec": {"leaderWorkerTemplate": {"size": 2, "workerTemplate": _template(4)}},
+        }
+    )
+
+    def member(worker: int) -> dict[str, Any]:
+        labels = {
+            "leaderworkerset.sigs.k8s.io/name": "lwf",
+            "leaderworkerset.sigs.k8s.io/group-index": "0",
+            "leaderworkerset.sigs.k8s.io/worker-index": str(worker),
+        }
+        owner = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": "lwf",
+                 "uid": lws["metadata"]["uid"]}  # fmt: skip
+        annotations = {"leaderworkerset.sigs.k8s.io/size": "2", "gputopo.io/intra-node": "nvswitch"}
+        meta = {"name": "lwf-0" if worker == 0 else f"lwf-0-{worker}", "labels": labels,
+                "annotations": annotations, "ownerReferences": [owner]}  # fmt: skip
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": _template(4)["spec"]}
+
+    for worker in (0, 1):
+        cluster.create(member(worker))
+    gang = cluster.wait_phase("leaderworkerset-lwf-0", "Running")
+    rank1 = next(r for r in gang["status"]["ranks"] if r["rank"] == 1)
+    a, b = rank1["gpus"][:2]
+    link_fault(sandbox.sandbox, rank1["node"], a, b, "down")
+    try:
+        cluster.wait("pods evicted", lambda: not cluster.pods("leaderworkerset.sigs.k8s.io/name=lwf"), timeout=60)
+        for worker in (0, 1):  # as LWS's StatefulSets make them again
+            cluster.create(member(worker))
+        after = cluster.wait_phase("leaderworkerset-lwf-0", "Running", timeout=60)
+        assert after["status"]["restarts"] == 1
+        moved = next(r for r in after["status"]["ranks"] if r["rank"] == 1)
+        assert (moved["node"], {a, b} <= set(moved["gpus"])) != (rank1["node"], True)  # off the downed link
+    finally:
+        link_fault(sandbox.sandbox, rank1["node"], a, b, "up")
+
+
+def test_a_gated_pod_deleted_or_changed_while_gated_is_read_again(cluster: Cluster) -> None:
+    # refused for a garbage annotation; fixed in place while gated, it is planned
+    cluster.create(_contract_pod("fix-0", "fix", 1, 0, 2, **{"gputopo.io/min-bus-bandwidth": "fast"}))
+    cluster.wait_phase("gputopo-fix", "Refused")
+    cluster.sandbox.kubectl("annotate", "pod", "fix-0", "-n", NS, "--overwrite", "gputopo.io/min-bus-bandwidth=10")
+    cluster.wait_phase("gputopo-fix", "Running")
+    # rank 1 deleted while another scheduler still holds it; made again, the gang is placed whole
+    cluster.create(_contract_pod("gone-0", "gone", 2, 0, 2))
+    held = _contract_pod("gone-1", "gone", 2, 1, 2)
+    held["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}, {"name": GATE}]
+    cluster.create(held)
+    planned = cluster.wait_phase("gputopo-gone", "Planned")  # from rank 0 on; rank 1 waits for Kueue's gate
+    cluster.sandbox.kubectl("delete", "pod", "gone-1", "-n", NS, "--wait=true")
+    cluster.create(_contract_pod("gone-1", "gone", 2, 1, 2))
+    gang = cluster.wait_phase("gputopo-gone", "Running")
+    assert gang["status"]["generation"] == planned["status"]["generation"]  # into the plan it held
+    _planned_and_bound(cluster, gang, "gputopo.io/gang=gone")
