@@ -37,6 +37,9 @@ def summarise(ways: Mapping[str, dict[str, Any]], trace: Sequence[Job]) -> dict[
         up = [j for j in trace if rows[j.name]["running"]]
         times = stats([rows[j.name]["seconds"] for j in up])
         return {
+            "from_creation_s": stats(
+                [rows[j.name]["from_creation_s"] for j in up if "from_creation_s" in rows[j.name]]
+            ),
             "jobs_running": len(up),
             "gpus_in_running_jobs": sum(j.gpus for j in up),
             "time_to_running_s": times,
@@ -66,6 +69,8 @@ def summarise(ways: Mapping[str, dict[str, Any]], trace: Sequence[Job]) -> dict[
             continue
         a, k = summary[ours], summary[KUBE]
         summary[f"{ours} / {KUBE}"] = {
+            "from_creation_p50": _ratio(a["from_creation_s"]["p50"], k["from_creation_s"]["p50"]),
+            "from_creation_p90": _ratio(a["from_creation_s"]["p90"], k["from_creation_s"]["p90"]),
             "time_p50": _ratio(a["time_to_running_s"]["p50"], k["time_to_running_s"]["p50"]),
             "time_p90": _ratio(a["time_to_running_s"]["p90"], k["time_to_running_s"]["p90"]),
             "makespan": _ratio(a["makespan_s"], k["makespan_s"]),
@@ -73,9 +78,10 @@ def summarise(ways: Mapping[str, dict[str, Any]], trace: Sequence[Job]) -> dict[
         }
     ratios = summary.get(f"{PODGROUP} / {KUBE}")
     if ratios is not None:
-        times = [ratios["time_p90"], ratios["makespan"]]
+        times = [ratios["from_creation_p50"], ratios["from_creation_p90"], ratios["makespan"]]
         summary["goal"] = {
-            "time": f"PodGroup way's p90 time to Running and makespan ≤ {GOAL_TIME}x kube-scheduler's",
+            "time": f"PodGroup way's time to Running from creation (p50, p90) and makespan ≤ {GOAL_TIME}x "
+            "kube-scheduler's",
             "busbw": f"its mean bus bandwidth on multi-GPU jobs ≥ {GOAL_BUSBW}x kube-scheduler's",
             "time_met": all(t is not None and t <= GOAL_TIME for t in times),
             "busbw_met": ratios["common_busbw_mean"] is not None and ratios["common_busbw_mean"] >= GOAL_BUSBW,
@@ -96,8 +102,10 @@ def _table(report: dict[str, Any]) -> list[str]:
 
     row("jobs Running (of the trace)", lambda w: f"{summary[w]['jobs_running']}/{report['config']['jobs']}")
     row("GPUs in Running jobs", lambda w: str(summary[w]["gpus_in_running_jobs"]))
-    row("time to Running p50 (s)", lambda w: fmt(summary[w]["time_to_running_s"]["p50"]))
-    row("time to Running p90 (s)", lambda w: fmt(summary[w]["time_to_running_s"]["p90"]))
+    row("time to Running from creation p50 (s)", lambda w: fmt(summary[w]["from_creation_s"]["p50"]))
+    row("time to Running from creation p90 (s)", lambda w: fmt(summary[w]["from_creation_s"]["p90"]))
+    row("time to Running from submission p50 (s)", lambda w: fmt(summary[w]["time_to_running_s"]["p50"]))
+    row("time to Running from submission p90 (s)", lambda w: fmt(summary[w]["time_to_running_s"]["p90"]))
     row("makespan: last job Running (s)", lambda w: fmt(summary[w]["makespan_s"]))
     row("bus bandwidth, mean of multi-GPU jobs Running (GB/s)", lambda w: fmt(summary[w]["busbw_mean_gbps"]))
     row(
@@ -130,7 +138,9 @@ def markdown(report: dict[str, Any]) -> str:
         ratios = summary.get(f"{ours} / {KUBE}")
         if ratios:
             out.append(
-                f"- {ours} / {KUBE}: time p50 {fmt(ratios['time_p50'], '.2f')}x, "
+                f"- {ours} / {KUBE}: time to Running from creation "
+                f"p50 {fmt(ratios['from_creation_p50'], '.2f')}x, p90 {fmt(ratios['from_creation_p90'], '.2f')}x; "
+                f"from submission p50 {fmt(ratios['time_p50'], '.2f')}x, "
                 f"p90 {fmt(ratios['time_p90'], '.2f')}x, "
                 f"makespan {fmt(ratios['makespan'], '.2f')}x; bus bandwidth (multi-GPU jobs Running every way) "
                 f"{fmt(ratios['common_busbw_mean'], '.2f')}x."

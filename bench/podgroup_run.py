@@ -21,7 +21,7 @@ from gputopo.api.group import GPU_RESOURCE, LABEL_RANK
 from gputopo.gangs.model import GATE
 from real_gpus import device_plugin_gpus, gang_busbw, pods_by_node, read_cluster, wait_reported
 from sandbox_run import TraceRun, submit_and_settle
-from stamps import PodStamps, Stamper
+from stamps import JobStamps, PodStamps, Stamper
 
 __all__ = ["PODGROUPS", "Way", "gang_placement_busbw", "idle_in_partial_gangs", "podgroup_gangs", "run_way"]
 
@@ -107,6 +107,15 @@ def idle_in_partial_gangs(
     return {"gpu_seconds": integral, "peak_gpus": peak, "gpus_at_end": float(left)}
 
 
+def _created(job: Job, pods: Mapping[str, PodStamps], owners: Mapping[str, JobStamps] | None = None) -> float | None:
+    """When the job was first seen created: its TrainingJob (``owners``), else its first pod."""
+    if owners is not None:
+        owner = owners.get(job.name)
+        return owner.created if owner is not None else None
+    seen = [s.created for p in job.pods() if (s := pods.get(p)) is not None]
+    return min(seen) if seen else None
+
+
 @dataclass(frozen=True)
 class Way:
     """One way of placing the trace: its name, namespace, what it submits and the label selecting its pods,
@@ -118,21 +127,22 @@ class Way:
     manifest: Mapping[str, Any]
     selector: str
     placer_busbw: Callable[[], dict[str, float]] | None = None
+    owner_jobs: bool = False  # the operator makes the pods: a job is created with its TrainingJob
 
 
 def run_way(way: Way, on: TraceRun, log: Callable[[str], None]) -> dict[str, Any]:
     """Submit ``way``'s manifest in one go, wait until it settles; per job its time to Running (every pod
-    Running, since submission began), the estimated bus bandwidth of the GPUs its pods got, and the GPUs idle
-    in partial gangs."""
+    Running, since submission began and since the job was first seen), the estimated bus bandwidth of the GPUs
+    its pods got, and the GPUs idle in partial gangs."""
     trace = on.trace
     expected = sum(j.workers for j in trace)
-    clock = Stamper(on.core, on.custom, way.namespace, way.selector, jobs_too=False).start()
+    clock = Stamper(on.core, on.custom, way.namespace, way.selector, jobs_too=way.owner_jobs).start()
     time.sleep(1.0)  # the watch is open before anything is submitted
     log(f"{way.name}: submitting {len(way.manifest['items'])} objects")
     run = submit_and_settle(on.box, way.manifest, clock.running, expected, on.args)
     end = time.monotonic()
     clock.stop()
-    stamps, _ = clock.snapshot()
+    stamps, job_stamps = clock.snapshot()
     running_at, nodes = clock.running_on()
     log(f"{way.name}: {len(running_at)}/{expected} pods Running; settled after {run.settled_s:.1f} s ({run.because})")
 
@@ -148,6 +158,9 @@ def run_way(way: Way, on: TraceRun, log: Callable[[str], None]) -> dict[str, Any
         row: dict[str, Any] = {"running": len(up) == job.workers, "pods_running": len(up)}
         if row["running"]:
             row["seconds"] = max(running_at[p] for p in up) - run.t0
+            created = _created(job, stamps, job_stamps) if way.owner_jobs else _created(job, stamps)
+            if created is not None:
+                row["from_creation_s"] = max(running_at[p] for p in up) - created
             members: dict[str, list[int]] = {}
             for p in up:
                 members.setdefault(nodes[p], []).extend(held[p])
