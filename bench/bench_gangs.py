@@ -52,12 +52,13 @@ log = logger("bench-gangs")
 NAMESPACES = {KUBE: "bench-gang-kube", PODGROUP: "bench-gang-podgroup", TRAININGJOB: "bench-gang-trainingjob"}
 
 NOTES = [
-    "Time to Running: from creation, seconds from the job's first sight on a watch (its first pod; a TrainingJob "
-    "itself) until every pod of it is seen Running; from submission, from the start of the way's one "
-    "`kubectl create` (which itself takes seconds for the whole trace). Makespan: the last job's, from "
-    "submission. Pods never finish (the trace has no durations; the sandbox's kwok would complete a Job's pods "
-    "at once, so the gangs are bare pods of hand-made PodGroups): jobs that do not fit wait, and a way is "
-    "settled once no pod started for the quiet time.",
+    "Time to Running: from submission, seconds from the start of the way's one `kubectl create` (which itself "
+    "takes seconds for the whole trace) until every pod of the job is seen Running on a watch; the goal is "
+    "judged on it. From creation: from the job's first sight on the watch (its first pod; a TrainingJob itself); "
+    "a watch that lags sees a pod first when it already runs, so this understates a fast way's time (kube-"
+    "scheduler's reads about 0). Makespan: the last job's, from submission. Pods never finish (the trace has no "
+    "durations; the sandbox's kwok would complete a Job's pods at once, so the gangs are bare pods of hand-made "
+    "PodGroups): jobs that do not fit wait, and a way is settled once no pod started for the quiet time.",
     "Bus bandwidth: `gputopo.topology.estimate_gang` on the GPUs each pod got (the fake probes' NodePodGpus "
     "report; the device plugin's choice where nothing was planned) with the operator's tier oversubscription, "
     "the same estimator for every way; mean over jobs of more than one GPU.",
