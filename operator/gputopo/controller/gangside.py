@@ -25,7 +25,7 @@ from gputopo.controller.gate import PriorityGate
 from gputopo.gangs.claims import Owners
 from gputopo.gangs.model import Gang
 from gputopo.gangs.planning import plan_gang
-from gputopo.gangs.read import Refusal, read_gangs
+from gputopo.gangs.read import MemberMemo, Refusal, read_gangs
 from gputopo.gangs.steer import NotGatedError, release_patch
 from gputopo.kube.client import KubeClient
 from gputopo.kube.errors import ApiError
@@ -53,6 +53,8 @@ class GangSide:
     written: dict[JobKey, tuple[GangRecord, float]] = field(default_factory=dict)
     told: set[tuple[str, str, str]] = field(default_factory=set)  # refusals already posted as Events
     events: set[asyncio.Task[None]] = field(default_factory=set)  # Events and gates lifted, going out
+    # The members the last pass read: a pass reads again only the pods that changed since (``MemberMemo``).
+    members: MemberMemo = field(default_factory=MemberMemo)
 
     def read(self, watches: GangWatches, tiers: TierConfig, place: Policy, gpu_choice: GpuChoice) -> GangInput:
         """The gangs as the watches show them now (pods refused are told once, as an Event on the pod)."""
@@ -64,7 +66,7 @@ class GangSide:
             leaderworkersets=watches.leader_worker_sets,
             pytorchjobs=watches.pytorch_jobs,
         )
-        found = read_gangs(pods, owners)
+        found = read_gangs(pods, owners, self.members)
         self._tell(found.refused)
         self._let_go(found.unclaimed, watches)
         records: dict[JobKey, GangRecord] = {}

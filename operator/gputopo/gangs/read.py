@@ -23,7 +23,7 @@ from gputopo.gangs.model import GATE, NO_CONSTRAINTS, Declared, Gang, GangId, Me
 from gputopo.gangs.sources import DERIVED, EXPLICIT
 from gputopo.placement.template import TemplateError, pod_constraints
 
-__all__ = ["GangsRead", "Refusal", "claim_pod", "is_member", "read_gangs"]
+__all__ = ["GangsRead", "MemberMemo", "Refusal", "claim_pod", "is_member", "read_gangs"]
 
 # How each explicit source's declaration is named in a refusal.
 _DECLARED_BY = {
@@ -146,14 +146,44 @@ def _member(pod: Raw, rank: int, problems: list[str]) -> Member:
     )
 
 
+class MemberMemo:
+    """The members the last read made, by pod body, for the next read to reuse: a pass then reads afresh only
+    the pods that changed since (the watches keep a new body for each change). An entry holds its body, so a
+    body's identity cannot be taken by another object while the entry lives. Only the pod's own fields go into a
+    member, so one read from the same body at the same rank is the same member."""
+
+    __slots__ = ("_last", "_now")
+
+    def __init__(self) -> None:
+        self._last: dict[int, tuple[Raw, int, Member, tuple[str, ...]]] = {}
+        self._now: dict[int, tuple[Raw, int, Member, tuple[str, ...]]] = {}
+
+    def member(self, pod: Raw, rank: int) -> tuple[Member, tuple[str, ...]]:
+        """The pod's member at ``rank`` and the problems reading it found."""
+        kept = self._last.get(id(pod))
+        if kept is None or kept[0] is not pod or kept[1] != rank:
+            problems: list[str] = []
+            kept = (pod, rank, _member(pod, rank, problems), tuple(problems))
+        self._now[id(pod)] = kept
+        return kept[2], kept[3]
+
+    def done(self) -> None:
+        """End a read: what it did not ask for is forgotten."""
+        self._last, self._now = self._now, {}
+
+    def __len__(self) -> int:
+        return len(self._last)
+
+
 @dataclass(slots=True)
 class _Claimed:
     pod: Raw
     claim: Claim
 
 
-def read_gangs(pods: Iterable[Mapping[str, Any]], owners: Owners) -> GangsRead:
-    """The gangs the pods gputopo places are members of, and the pods it refuses."""
+def read_gangs(pods: Iterable[Mapping[str, Any]], owners: Owners, memo: MemberMemo | None = None) -> GangsRead:
+    """The gangs the pods gputopo places are members of, and the pods it refuses. With ``memo``, a pod whose body
+    the last read with it saw is not read again."""
     by_gang: dict[GangId, list[_Claimed]] = {}
     refused: list[Refusal] = []
     unclaimed: list[Refusal] = []
@@ -173,7 +203,9 @@ def read_gangs(pods: Iterable[Mapping[str, Any]], owners: Owners) -> GangsRead:
         else:
             name = text(mapping(pod.get("metadata")).get("name"))
             unclaimed.append(Refusal(namespace_of(pod), name, _UNCLAIMED))
-    gangs = tuple(_gang(gang, claimed, told.get(gang, [])) for gang, claimed in sorted(by_gang.items()))
+    gangs = tuple(_gang(gang, claimed, told.get(gang, []), memo) for gang, claimed in sorted(by_gang.items()))
+    if memo is not None:
+        memo.done()
     return GangsRead(gangs, tuple(refused), tuple(unclaimed))
 
 
@@ -181,7 +213,15 @@ def _unique(lines: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(lines))
 
 
-def _gang(gang: GangId, claimed: list[_Claimed], told: list[str]) -> Gang:
+def _read_member(pod: Raw, rank: int, problems: list[str], memo: MemberMemo | None) -> Member:
+    if memo is None:
+        return _member(pod, rank, problems)
+    member, found = memo.member(pod, rank)
+    problems += found
+    return member
+
+
+def _gang(gang: GangId, claimed: list[_Claimed], told: list[str], memo: MemberMemo | None = None) -> Gang:
     problems: list[str] = list(told)
     for c in claimed:
         problems += c.claim.problems
@@ -192,7 +232,7 @@ def _gang(gang: GangId, claimed: list[_Claimed], told: list[str]) -> Gang:
     ranks = {id(c): c.claim.rank for c in claimed}
     for c in unranked:
         ranks[id(c)] = next(free)
-    members = tuple(_member(c.pod, ranks[id(c)] or 0, problems) for c in claimed)
+    members = tuple(_read_member(c.pod, ranks[id(c)] or 0, problems, memo) for c in claimed)
     claims = sorted((c.claim for c in claimed), key=lambda c: (c.rank is None, c.rank or 0))
     declared = _declared(claims, members, problems)
     live: dict[int, str] = {}

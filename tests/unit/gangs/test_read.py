@@ -14,7 +14,7 @@ from gputopo.api.trainingjob import IntraNode
 from gputopo.gangs.annotations import read_needs
 from gputopo.gangs.claims import Owners
 from gputopo.gangs.model import GATE, GangId, Needs
-from gputopo.gangs.read import Refusal, read_gangs
+from gputopo.gangs.read import MemberMemo, Refusal, read_gangs
 
 NS = "team-a"
 
@@ -118,6 +118,24 @@ def test_a_failed_pod_that_its_job_keeps_gives_way_to_the_next() -> None:
 def test_a_gpu_count_that_is_not_whole_is_a_problem() -> None:
     (gang,) = read_gangs([_contract("p").gpus("1.5").build()], Owners()).gangs
     assert any("'1.5' is not a whole number of GPUs" in p for p in gang.problems)
+
+
+def test_a_memo_reads_again_only_the_pods_whose_body_changed() -> None:
+    groups = Owners(podgroups={(NS, "red"): _gang_podgroup("red", 2)})
+    first = pod("red-0").gpus(8).group("red").label("gputopo.io/rank", "0").build()
+    second = pod("red-1").gpus("1.5").group("red").label("gputopo.io/rank", "1").build()
+    memo = MemberMemo()
+    (before,) = read_gangs([first, second], groups, memo).gangs
+    (again,) = read_gangs([first, second], groups, memo).gangs
+    assert again == before == read_gangs([first, second], groups).gangs[0]
+    assert all(a is b for a, b in zip(again.members, before.members, strict=True))
+    assert any("'1.5' is not a whole number of GPUs" in p for p in again.problems)  # kept with the member
+
+    running = {**first, "status": {"phase": "Running"}}  # the watch's new body for a changed pod
+    (after,) = read_gangs([running, second], groups, memo).gangs
+    assert after.by_rank[0].phase == "Running" and after.by_rank[1] is before.by_rank[1]
+    read_gangs([running], groups, memo)
+    assert len(memo) == 1  # a pod no longer read is forgotten
 
 
 GARBAGE = {

@@ -1,0 +1,169 @@
+"""Gangs on the sandbox three ways: kube-scheduler's own gang scheduling of PodGroups, gputopo placing the same
+PodGroups, and gputopo's own TrainingJobs; time to Running, makespan, bus bandwidth, GPUs idle in partial gangs.
+
+One 256-node ``mixed`` sandbox (Kubernetes 1.37 with the Workload API, fake probes), ``bench_operator.py``'s
+trace of 200 jobs (fixed seed, demand about the cluster's GPU capacity, so some wait), each way submitted with
+one ``kubectl create`` into a namespace of its own:
+
+* ``kube-scheduler gang``: per job a PodGroup (``spec.schedulingPolicy.gang.minCount`` = its pods) and its
+  pods naming it; no gate, no operator: kube-scheduler's GangScheduling plugin binds each group all or nothing,
+  and the nodes' ``nvidia.com/gpu`` is all it counts;
+* ``gputopo PodGroup``: the same PodGroups and pods, each pod carrying gputopo's gate ``gputopo.io/placement``
+  as the chart's admission policy would add it; the operator plans each gang, pins its pods and lifts the gate;
+* ``gputopo TrainingJob``: the trace as TrainingJobs, what ``bench_operator.py`` measures.
+
+The pods are bare pods of hand-made PodGroups, not Indexed Jobs: the sandbox's kwok completes a Job's pods as
+soon as they run, and the trace's pods hold their GPUs until the way settles (the trace has no durations).
+Per job: the seconds from submission until every pod is seen Running; bus bandwidth through gputopo's estimator
+on the GPUs each pod got (the fake probes' NodePodGpus report), mean over multi-GPU jobs; GPUs idle in partial
+gangs: GPUs of pods bound while their gang is not all Running, integrated over the way's run (GPU-seconds).
+
+Writes bench/reports/gangs.{json,md,png}.
+Run: python bench/bench_gangs.py [--jobs 200 --nodes 256 --seed 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+from gang_trace import BASELINE_LABEL, make_trace, manifest
+from gangs_report import KUBE, PODGROUP, TRAININGJOB, markdown, plot, summarise
+from gputopo.sandbox import Sandbox
+from podgroup_run import PODGROUPS, Way, gang_placement_busbw, podgroup_gangs, run_way
+from real_gpus import read_cluster, reported_in
+from reporting import REPORTS, report_head, write_report
+from sandbox_run import (
+    TraceRun,
+    add_run_arguments,
+    log_problems,
+    logger,
+    run_config,
+    start_operator,
+    training_job_items,
+    wait_no_pods,
+)
+
+log = logger("bench-gangs")
+
+NAMESPACES = {KUBE: "bench-gang-kube", PODGROUP: "bench-gang-podgroup", TRAININGJOB: "bench-gang-trainingjob"}
+
+NOTES = [
+    "Time to Running: from submission, seconds from the start of the way's one `kubectl create` (which itself "
+    "takes seconds for the whole trace) until every pod of the job is seen Running on a watch; the goal is "
+    "judged on it. From creation: from the job's first sight on the watch (its first pod; a TrainingJob itself); "
+    "a watch that lags sees a pod first when it already runs, so this understates a fast way's time (kube-"
+    "scheduler's reads about 0). Makespan: the last job's, from submission. Pods never finish (the trace has no "
+    "durations; the sandbox's kwok would complete a Job's pods at once, so the gangs are bare pods of hand-made "
+    "PodGroups): jobs that do not fit wait, and a way is settled once no pod started for the quiet time.",
+    "Bus bandwidth: `gputopo.topology.estimate_gang` on the GPUs each pod got (the fake probes' NodePodGpus "
+    "report; the device plugin's choice where nothing was planned) with the operator's tier oversubscription, "
+    "the same estimator for every way; mean over jobs of more than one GPU.",
+    "Idle in partial gangs: the GPUs of a pod count from the moment it is seen bound until every pod of its gang "
+    "is Running (or until the way settled), summed over pods and integrated over time. kube-scheduler holds a "
+    "gang's pods at Permit until the whole group fits and binds none before: GPUs it reserves that way are not "
+    "visible on the API and not counted.",
+]
+
+
+def _trainingjob_busbw(custom: Any, namespace: str) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for item in training_job_items(custom, namespace):
+        placement = (item.get("status") or {}).get("placement") or {}
+        if placement.get("estimatedBusBandwidthGBps") is not None:
+            found[item["metadata"]["name"]] = float(placement["estimatedBusBandwidthGBps"])
+    return found
+
+
+def _clear(on: TraceRun, namespace: str) -> None:
+    wait_no_pods(on.box, on.core, namespace, lambda: reported_in(on.custom, namespace))
+    on.box.kubectl("delete", PODGROUPS, "--all", "-n", namespace, "--wait=false", check=False)
+
+
+def _with_operator(on: TraceRun, way: Way) -> dict[str, Any]:
+    pid, loop_s, log_file, offset = start_operator(on.box, way.namespace, "bench-gangs")
+    log(f"operator pid {pid}: control loop up after {loop_s:.1f} s")
+    try:
+        result = run_way(way, on, log)
+    finally:
+        on.box.stop_operator()
+    result["operator_log"] = log_problems(log_file, offset)
+    result["control_loop_up_s"] = loop_s
+    return result
+
+
+def run_ways(args: argparse.Namespace, on: TraceRun) -> dict[str, dict[str, Any]]:
+    trace, custom = on.trace, on.custom
+    for namespace in NAMESPACES.values():
+        on.box.kubectl("create", "namespace", namespace, check=False)
+    ways: dict[str, dict[str, Any]] = {}
+
+    ns = NAMESPACES[KUBE]
+    ways[KUBE] = run_way(Way(KUBE, ns, podgroup_gangs(trace, ns, gated=False), BASELINE_LABEL), on, log)
+    _clear(on, ns)
+
+    ns = NAMESPACES[PODGROUP]
+    gated = podgroup_gangs(trace, ns, gated=True)
+    ways[PODGROUP] = _with_operator(
+        on, Way(PODGROUP, ns, gated, BASELINE_LABEL, lambda: gang_placement_busbw(custom, NAMESPACES[PODGROUP]))
+    )
+    _clear(on, ns)
+
+    ns = NAMESPACES[TRAININGJOB]
+    jobs, selector = manifest(trace, ns, operator=True)
+    ways[TRAININGJOB] = _with_operator(
+        on,
+        Way(
+            TRAININGJOB,
+            ns,
+            jobs,
+            selector,
+            lambda: _trainingjob_busbw(custom, NAMESPACES[TRAININGJOB]),
+            owner_jobs=True,
+        ),
+    )
+    return ways
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(parser, "bench-gangs")
+    args = parser.parse_args()
+
+    trace = make_trace(args.jobs, args.seed)
+    started = time.monotonic()
+    box = Sandbox(args.sandbox)
+    try:
+        t0 = time.monotonic()
+        status = box.up(nodes=args.nodes, profile="mixed", probes=True, operator=False, wait=300)
+        up_s = time.monotonic() - t0
+        on = TraceRun.on(box, trace, args)
+        capacity = read_cluster(on.core, on.custom)
+        ways = run_ways(args, on)
+    finally:
+        box.down()
+    report: dict[str, Any] = {
+        **report_head(["bench/bench_gangs.py", *sys.argv[1:]]),
+        "config": run_config(args, trace),
+        "nodes": len(status.nodes),
+        "gpus": sum(t.gpu_count for t in capacity.topologies.values()),
+        "node_types": dict(Counter(n.rsplit("-", 1)[0] for n in status.nodes)),
+        "sandbox_up_s": up_s,
+        "notes": NOTES,
+        "trace": [{"name": j.name, "workers": j.workers, "gpusPerWorker": j.gpus_per_worker} for j in trace],
+        "summary": summarise(ways, trace),
+        "ways": ways,
+    }
+    report["bench_wall_s"] = time.monotonic() - started
+    REPORTS.mkdir(exist_ok=True)
+    if plot(report, REPORTS / "gangs.png"):
+        report["plot"] = "gangs.png"
+    write_report("gangs", report, markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
