@@ -274,12 +274,14 @@ class GangWatches:
         client: KubeClient,
         poke: Callable[[], None],
         *,
+        poke_soon: Callable[[], None] | None = None,
         page_size: int = 100,
         recheck_seconds: float = DISCOVERY_RECHECK_SECONDS,
         sync_seconds: float = SYNC_SECONDS,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.client, self.poke = client, poke
+        self.poke_soon = poke_soon or poke
         self.recheck_seconds, self.sync_seconds = recheck_seconds, sync_seconds
         self._rhythm = Rhythm(page_size=page_size)
         self._sleep = sleep
@@ -340,18 +342,41 @@ class GangWatches:
     def _start(self, watch: _Watch) -> Reflector[dict[str, Any]]:
         kind = watch.kind
         trim = kind.trim
+        parse: Callable[[str, Mapping[str, Any], dict[str, Any] | None], dict[str, Any] | None]
+        parse, on_change = (lambda _, obj, __: trim(obj)), self.poke
+        if kind is PODS:
+            parse, on_change = self._pod_news()
         reflector: Reflector[dict[str, Any]] = Reflector(
             self.client,
             kind.kind,
             kind.path,
-            lambda _, obj, __: trim(obj),
-            on_change=self.poke,
+            parse,
+            on_change=on_change,
             namespaced=True,
             rhythm=self._rhythm,
         )
         watch.reflector = reflector
         watch.task = asyncio.create_task(reflector.run(), name=f"watch {kind.kind}")
         return reflector
+
+    def _pod_news(
+        self,
+    ) -> tuple[Callable[[str, Mapping[str, Any], dict[str, Any] | None], dict[str, Any] | None], Callable[[], None]]:
+        """The pods' parse and change callback: a change to a pod gputopo already steered (bound, Running) is news
+        that cannot change a plan (``poke_soon``); a pod that waits on the gate, or one gone, is news at once."""
+        urgent = [True]
+
+        def parse(_: str, obj: Mapping[str, Any], __: dict[str, Any] | None) -> dict[str, Any] | None:
+            kept = trim_pod(obj)
+            steered = kept is not None and not _gated(_mapping(kept.get("spec")))
+            urgent[0] = not steered
+            return kept
+
+        def changed() -> None:
+            (self.poke if urgent[0] else self.poke_soon)()
+            urgent[0] = True  # a deletion parses nothing: it is news at once
+
+        return parse, changed
 
     async def _stop(self, watch: _Watch) -> None:
         task, had = watch.task, bool(watch.items)

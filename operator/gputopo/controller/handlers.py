@@ -156,8 +156,8 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
         if not spec.get("nodeName") or not _requests_gpus(spec):
             return {}
         facts = pod_facts(body)
-        if facts.job is None and (runtime := _runtime(memo)) is not None:
-            runtime.poke()  # a pod that is not ours took GPUs
+        if facts.holder is None and (runtime := _runtime(memo)) is not None:
+            runtime.poke()  # a pod that is not ours took GPUs (a pod gputopo steered took the GPUs held for it)
         return {facts.node: facts}
 
     # -- the control loop -----------------------------------------------------------------------------------
@@ -185,7 +185,12 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
         if not runtime.settings.standalone and runtime.settings.leader_settle_seconds > 0:
             # kopf cancels this daemon if a peer of higher priority shows up meanwhile.
             await asyncio.sleep(runtime.settings.leader_settle_seconds)
-        gang_watches = GangWatches(runtime.client, runtime.poke, page_size=runtime.settings.list_chunk_size)
+        gang_watches = GangWatches(
+            runtime.client,
+            runtime.poke,
+            poke_soon=lambda: runtime.poke(urgent=False),
+            page_size=runtime.settings.list_chunk_size,
+        )
         async with (
             ClusterWatches(
                 runtime.client,

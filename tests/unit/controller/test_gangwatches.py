@@ -316,3 +316,16 @@ def test_kinds_not_served_stay_empty_and_are_watched_once_served() -> None:
             assert len(pokes) == before + 1  # what was known of the kind is gone: news for a pass
 
     asyncio.run(asyncio.wait_for(go(), 5))
+
+
+def test_news_of_a_pod_already_steered_waits_and_a_gated_or_deleted_one_does_not() -> None:
+    urgent: list[str] = []
+    watches = GangWatches(cast(KubeClient, None), lambda: urgent.append("now"), poke_soon=lambda: urgent.append("soon"))
+    parse, changed = watches._pod_news()
+    steered = pod(gates=(), annotations={"gputopo.io/gang-id": "job/train"})
+    assert parse("ml/a", steered, None) is not None
+    changed()
+    assert parse("ml/b", pod(), None) is not None
+    changed()
+    changed()  # a deletion: nothing parsed
+    assert urgent == ["soon", "now", "now"]
