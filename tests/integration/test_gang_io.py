@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
+from stand_in_crds import crd
 
 from gputopo.controller.gangwatches import GangWatches
 from gputopo.kube.client import KubeClient, load_configuration
@@ -21,30 +22,6 @@ GATE = "gputopo.io/placement"
 KUEUE_GATE = "kueue.x-k8s.io/admission"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 T = TypeVar("T")
-
-
-def crd(group: str, version: str, plural: str, kind: str) -> dict[str, Any]:
-    """A minimal namespaced CRD that keeps whatever spec and status it is given, with a status subresource."""
-    loose = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
-            "versions": [
-                {
-                    "name": version,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": loose, "status": loose}}},
-                }
-            ],
-        },
-    }
 
 
 JOBSET_CRD = crd("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")

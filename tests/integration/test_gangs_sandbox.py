@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from stand_in_crds import crd
 
 from gputopo.sandbox.faults import link_fault
 from gputopo.sandbox.harness import OperatorProcess, namespaced_operator, wait_for
@@ -29,30 +30,9 @@ OWNER_CRDS = (
 )
 
 
-def _crd(group: str, version: str, kind: str, plural: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
-            "versions": [
-                {
-                    "name": version,
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-                }
-            ],
-        },
-    }
-
-
 @pytest.fixture(scope="module")
 def operator(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    crds = [_crd(*c) for c in OWNER_CRDS]
+    crds = [crd(group, version, plural, kind) for group, version, kind, plural in OWNER_CRDS]
     for c in crds:  # one another module deleted may still be going
         sandbox.kubectl("wait", "--for=delete", f"crd/{c['metadata']['name']}", "--timeout=60s", check=False)
     sandbox.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": crds}))
@@ -222,6 +202,25 @@ def test_a_job_with_a_gang_policy_is_placed_through_the_podgroup_its_controller_
     _planned_and_bound(cluster, gang, "job-name=pg")
 
 
+def _lws_pod(lws: dict[str, Any], worker: int, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """A pod of group 0 of ``lws`` as LeaderWorkerSet makes it: the leader ``<lws>-0``, workers ``<lws>-0-<i>``."""
+    name = lws["metadata"]["name"]
+    labels = {
+        "leaderworkerset.sigs.k8s.io/name": name,
+        "leaderworkerset.sigs.k8s.io/group-index": "0",
+        "leaderworkerset.sigs.k8s.io/worker-index": str(worker),
+    }
+    owner = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": name,
+             "uid": lws["metadata"]["uid"]}  # fmt: skip
+    meta = {
+        "name": f"{name}-0" if worker == 0 else f"{name}-0-{worker}",
+        "labels": labels,
+        "annotations": {"leaderworkerset.sigs.k8s.io/size": "2", **(annotations or {})},
+        "ownerReferences": [owner],
+    }
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": _template(4)["spec"]}
+
+
 def test_a_leaderworkerset_group_takes_its_leader_first_and_its_worker_into_the_held_plan(cluster: Cluster) -> None:
     lws = cluster.create(
         {
@@ -233,29 +232,7 @@ def test_a_leaderworkerset_group_takes_its_leader_first_and_its_worker_into_the_
     )
 
     def member(worker: int) -> dict[str, Any]:
-        name = "lws-0" if worker == 0 else f"lws-0-{worker}"
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "labels": {
-                    "leaderworkerset.sigs.k8s.io/name": "lws",
-                    "leaderworkerset.sigs.k8s.io/group-index": "0",
-                    "leaderworkerset.sigs.k8s.io/worker-index": str(worker),
-                },
-                "annotations": {"leaderworkerset.sigs.k8s.io/size": "2"},
-                "ownerReferences": [
-                    {
-                        "apiVersion": "leaderworkerset.x-k8s.io/v1",
-                        "kind": "LeaderWorkerSet",
-                        "name": "lws",
-                        "uid": lws["metadata"]["uid"],
-                    }
-                ],
-            },
-            "spec": _template(4)["spec"],
-        }
+        return _lws_pod(lws, worker)
 
     cluster.create(member(0))
     planned = cluster.wait_phase("leaderworkerset-lws-0", "Planned")
@@ -557,17 +534,7 @@ def test_a_leaderworkerset_group_under_a_fault_is_evicted_and_placed_off_it_when
     )
 
     def member(worker: int) -> dict[str, Any]:
-        labels = {
-            "leaderworkerset.sigs.k8s.io/name": "lwf",
-            "leaderworkerset.sigs.k8s.io/group-index": "0",
-            "leaderworkerset.sigs.k8s.io/worker-index": str(worker),
-        }
-        owner = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": "lwf",
-                 "uid": lws["metadata"]["uid"]}  # fmt: skip
-        annotations = {"leaderworkerset.sigs.k8s.io/size": "2", "gputopo.io/intra-node": "nvswitch"}
-        meta = {"name": "lwf-0" if worker == 0 else f"lwf-0-{worker}", "labels": labels,
-                "annotations": annotations, "ownerReferences": [owner]}  # fmt: skip
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": _template(4)["spec"]}
+        return _lws_pod(lws, worker, {"gputopo.io/intra-node": "nvswitch"})
 
     for worker in (0, 1):
         cluster.create(member(worker))

@@ -42,3 +42,20 @@ class NodeObject(StatusModel):
     @property
     def name(self) -> str:
         return str(self.metadata.get("name", ""))
+
+
+class NamespacedObject(StatusModel):
+    """A namespaced object of gputopo's API as read from the API server: its kind, its metadata."""
+
+    kind: ClassVar[str]
+    plural: ClassVar[str]
+    api_version: str = Field(default=API_VERSION, alias="apiVersion")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name", ""))
+
+    @property
+    def namespace(self) -> str:
+        return str(self.metadata.get("namespace", "default"))

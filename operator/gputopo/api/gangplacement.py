@@ -8,13 +8,12 @@ that it goes when the gang does. Users read it (``kubectl get gangs``); only the
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
-from gputopo.api.base import StatusModel
+from gputopo.api.base import NamespacedObject, StatusModel
 from gputopo.api.conditions import Condition
-from gputopo.api.group import API_VERSION
 
 __all__ = [
     "MAX_GANG_SIZE",
@@ -187,20 +186,10 @@ class GangPlacementStatus(StatusModel):
     )
 
 
-class GangPlacement(StatusModel):
+class GangPlacement(NamespacedObject):
     """A whole GangPlacement object as read from the API server."""
 
     kind: ClassVar[str] = "GangPlacement"
     plural: ClassVar[str] = "gangplacements"
-    api_version: str = Field(default=API_VERSION, alias="apiVersion")
-    metadata: dict[str, Any] = Field(default_factory=dict)
     spec: GangPlacementSpec
     status: GangPlacementStatus = Field(default_factory=GangPlacementStatus)
-
-    @property
-    def name(self) -> str:
-        return str(self.metadata.get("name", ""))
-
-    @property
-    def namespace(self) -> str:
-        return str(self.metadata.get("namespace", "default"))

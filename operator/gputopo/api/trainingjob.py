@@ -6,9 +6,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from gputopo.api.base import ApiModel, StatusModel
+from gputopo.api.base import ApiModel, NamespacedObject, StatusModel
 from gputopo.api.conditions import Condition
-from gputopo.api.group import API_VERSION
 
 __all__ = [
     "MAX_GPUS_PER_WORKER",
@@ -231,20 +230,10 @@ class TrainingJobStatus(StatusModel):
     last_restart_time: datetime | None = None
 
 
-class TrainingJob(StatusModel):
+class TrainingJob(NamespacedObject):
     """A whole TrainingJob object as read from the API server."""
 
     kind: ClassVar[str] = "TrainingJob"
     plural: ClassVar[str] = "trainingjobs"
-    api_version: str = Field(default=API_VERSION, alias="apiVersion")
-    metadata: dict[str, Any] = Field(default_factory=dict)
     spec: TrainingJobSpec
     status: TrainingJobStatus = Field(default_factory=TrainingJobStatus)
-
-    @property
-    def name(self) -> str:
-        return str(self.metadata.get("name", ""))
-
-    @property
-    def namespace(self) -> str:
-        return str(self.metadata.get("namespace", "default"))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gputopo.api.gpus import GpuCountError, pod_gpus
+from gputopo.gangs.annotations import PodNeeds
 from gputopo.gangs.model import Declared, DisruptionMode, GangId, Needs, OwnerRef
 
 __all__ = [
@@ -21,8 +22,10 @@ __all__ = [
     "Raw",
     "annotations_of",
     "as_int",
+    "bare_claim",
     "completion_index",
     "controller_of",
+    "group_size",
     "labels_of",
     "mapping",
     "namespace_of",
@@ -161,3 +164,39 @@ def owner_body(bodies: Mapping[Key, Raw], namespace: str, name: str) -> Raw | No
     """The owner object read as (namespace, name); None when it was not read, or is not an object."""
     found = bodies.get((namespace, name))
     return found if isinstance(found, Mapping) else None
+
+
+def group_size(raw: str | None, where: str, problems: list[str]) -> int | None:
+    """A gang's size as a label or annotation of its pods gives it (``where`` names which), or None with the
+    problem said."""
+    size = as_int(raw)
+    if size is not None and size >= 1:
+        return size
+    shown = "missing" if raw is None else f'"{raw}" is not a whole number ≥ 1'
+    problems.append(f"{where}: {shown}")
+    return None
+
+
+def bare_claim(
+    pod: Raw,
+    gang: GangId,
+    rank: int | None,
+    declared: Declared | None,
+    pod_needs: PodNeeds,
+    problems: list[str],
+    *,
+    uniform: bool = False,
+) -> Claim:
+    """The claim of a source that reads its gang from the pod itself (gputopo's contract, Kueue's pod groups):
+    its owner is whatever controls the pod, if anything does."""
+    return Claim(
+        gang,
+        rank,
+        declared=declared,
+        needs=pod_needs.needs,
+        priority=pod_priority(pod),
+        owner=owner_ref(controller_of(pod)),
+        evict_bare=pod_needs.evict_bare,
+        problems=tuple(problems),
+        uniform=uniform,
+    )

@@ -17,13 +17,12 @@ from gputopo.gangs.claims import (
     Raw,
     annotations_of,
     as_int,
+    bare_claim,
     completion_index,
-    controller_of,
+    group_size,
     labels_of,
     namespace_of,
     own_gpus,
-    owner_ref,
-    pod_priority,
 )
 from gputopo.gangs.model import Declared, GangId
 
@@ -60,25 +59,12 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
     rank = as_int(raw_rank) if raw_rank is not None else completion_index(pod)
     if raw_rank is not None and rank is None:
         problems.append(f'label {LABEL_RANK}: "{raw_rank}" is not a rank (a whole number ≥ 0)')
-    raw_size = labels.get(LABEL_GANG_SIZE)
-    size = as_int(raw_size)
+    size = group_size(labels.get(LABEL_GANG_SIZE), f"label {LABEL_GANG_SIZE}", problems)
     declared = None
-    if not size:
-        shown = "missing" if raw_size is None else f'"{raw_size}" is not a whole number ≥ 1'
-        problems.append(f"label {LABEL_GANG_SIZE}: {shown}")
-    else:
+    if size:
         raw_shape = annotations.get(ANNOTATION_GPUS_PER_RANK)
         shape = _shape(raw_shape, size, problems) if raw_shape is not None else None
         if shape is None:  # the contract: every rank takes what the pod takes
             shape = (own_gpus(pod, problems),) * size
         declared = Declared(size, shape)
-    return Claim(
-        GangId(namespace_of(pod), SOURCE, name),
-        rank,
-        declared=declared,
-        needs=pod_needs.needs,
-        priority=pod_priority(pod),
-        owner=owner_ref(controller_of(pod)),
-        evict_bare=pod_needs.evict_bare,
-        problems=tuple(problems),
-    )
+    return bare_claim(pod, GangId(namespace_of(pod), SOURCE, name), rank, declared, pod_needs, problems)

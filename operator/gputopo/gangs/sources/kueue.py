@@ -18,12 +18,11 @@ from gputopo.gangs.claims import (
     Raw,
     annotations_of,
     as_int,
-    controller_of,
+    bare_claim,
+    group_size,
     labels_of,
     namespace_of,
     own_gpus,
-    owner_ref,
-    pod_priority,
 )
 from gputopo.gangs.model import Declared, GangId
 
@@ -58,22 +57,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
     rank = as_int(labels.get(POD_INDEX_LABEL))
     if rank is None and annotations.get(POD_INDEX_LABEL_ANNOTATION):
         rank = as_int(labels.get(annotations[POD_INDEX_LABEL_ANNOTATION]))
-    raw = annotations.get(TOTAL_COUNT_ANNOTATION)
-    size = as_int(raw)
-    declared = None
-    if not size:
-        shown = "missing" if raw is None else f'"{raw}" is not a whole number ≥ 1'
-        problems.append(f"annotation {TOTAL_COUNT_ANNOTATION}: {shown}")
-    else:
-        declared = Declared(size, (own_gpus(pod, problems),) * size)
-    return Claim(
-        GangId(namespace_of(pod), SOURCE, name),
-        rank,
-        declared=declared,
-        needs=pod_needs.needs,
-        priority=pod_priority(pod),
-        owner=owner_ref(controller_of(pod)),
-        evict_bare=pod_needs.evict_bare,
-        problems=tuple(problems),
-        uniform=declared is not None,
-    )
+    size = group_size(annotations.get(TOTAL_COUNT_ANNOTATION), f"annotation {TOTAL_COUNT_ANNOTATION}", problems)
+    declared = Declared(size, (own_gpus(pod, problems),) * size) if size else None
+    gang = GangId(namespace_of(pod), SOURCE, name)
+    return bare_claim(pod, gang, rank, declared, pod_needs, problems, uniform=declared is not None)
