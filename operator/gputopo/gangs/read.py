@@ -14,11 +14,21 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from gputopo.api.gpus import GpuCountError, pod_gpus
 from gputopo.api.group import ANNOTATION_GPUS, ANNOTATION_PLACEMENT_GENERATION, LABEL_JOB
 from gputopo.api.trainingjob import IntraNode
 from gputopo.gangs.annotations import ANNOTATION_GANG
-from gputopo.gangs.claims import Claim, Owners, Raw, annotations_of, as_int, labels_of, mapping, namespace_of, text
+from gputopo.gangs.claims import (
+    Claim,
+    Owners,
+    Raw,
+    annotations_of,
+    as_int,
+    labels_of,
+    mapping,
+    namespace_of,
+    template_gpus,
+    text,
+)
 from gputopo.gangs.model import GATE, NO_CONSTRAINTS, Declared, Gang, GangId, Member, Needs
 from gputopo.gangs.sources import DERIVED, EXPLICIT
 from gputopo.placement.template import TemplateError, pod_constraints
@@ -101,15 +111,11 @@ def _gpu_list(value: str | None) -> tuple[int, ...] | None:
     return tuple(c for c in counts if c is not None) if all(c is not None for c in counts) else None
 
 
-def _member(pod: Raw, rank: int, problems: list[str]) -> Member:
+def _member(pod: Raw, rank: int, problems: list[str], owners: Owners) -> Member:
     meta, spec = mapping(pod.get("metadata")), mapping(pod.get("spec"))
     name = text(meta.get("name"))
     annotations = annotations_of(pod)
-    try:
-        gpus = pod_gpus(spec) or 0
-    except GpuCountError as error:
-        problems.append(f"pod {name}: {error}")
-        gpus = 0
+    gpus = template_gpus(pod, f"pod {name}", problems, owners, namespace_of(pod))
     try:
         constraints = pod_constraints(pod, "pod")
     except TemplateError as error:
@@ -163,7 +169,7 @@ def read_gangs(pods: Iterable[Mapping[str, Any]], owners: Owners) -> GangsRead:
         else:
             name = text(mapping(pod.get("metadata")).get("name"))
             unclaimed.append(Refusal(namespace_of(pod), name, _UNCLAIMED))
-    gangs = tuple(_gang(gang, claimed, told.get(gang, [])) for gang, claimed in sorted(by_gang.items()))
+    gangs = tuple(_gang(gang, claimed, told.get(gang, []), owners) for gang, claimed in sorted(by_gang.items()))
     return GangsRead(gangs, tuple(refused), tuple(unclaimed))
 
 
@@ -171,7 +177,7 @@ def _unique(lines: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(lines))
 
 
-def _gang(gang: GangId, claimed: list[_Claimed], told: list[str]) -> Gang:
+def _gang(gang: GangId, claimed: list[_Claimed], told: list[str], owners: Owners) -> Gang:
     problems: list[str] = list(told)
     for c in claimed:
         problems += c.claim.problems
@@ -182,7 +188,7 @@ def _gang(gang: GangId, claimed: list[_Claimed], told: list[str]) -> Gang:
     ranks = {id(c): c.claim.rank for c in claimed}
     for c in unranked:
         ranks[id(c)] = next(free)
-    members = tuple(_member(c.pod, ranks[id(c)] or 0, problems) for c in claimed)
+    members = tuple(_member(c.pod, ranks[id(c)] or 0, problems, owners) for c in claimed)
     claims = sorted((c.claim for c in claimed), key=lambda c: (c.rank is None, c.rank or 0))
     declared = _declared(claims, members, problems)
     live: dict[int, str] = {}

@@ -65,7 +65,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
         shown = "missing" if raw is None else f'"{raw}" is not a whole number ≥ 1'
         problems.append(f"annotation {TOTAL_COUNT_ANNOTATION}: {shown}")
     else:
-        declared = Declared(size, (own_gpus(pod, problems),) * size)
+        declared = Declared(size, (own_gpus(pod, problems, owners),) * size)
     return Claim(
         GangId(namespace_of(pod), SOURCE, name),
         rank,
