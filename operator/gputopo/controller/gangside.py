@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -54,8 +54,16 @@ class GangSide:
     told: set[tuple[str, str, str]] = field(default_factory=set)  # refusals already posted as Events
     events: set[asyncio.Task[None]] = field(default_factory=set)  # Events and gates lifted, going out
 
-    def read(self, watches: GangWatches, tiers: TierConfig, place: Policy, gpu_choice: GpuChoice) -> GangInput:
-        """The gangs as the watches show them now (pods refused are told once, as an Event on the pod)."""
+    def read(
+        self,
+        watches: GangWatches,
+        tiers: TierConfig,
+        place: Policy,
+        gpu_choice: GpuChoice,
+        claim_templates: Mapping[tuple[str, str], int | str] | None = None,
+    ) -> GangInput:
+        """The gangs as the watches show them now (pods refused are told once, as an Event on the pod);
+        ``claim_templates``: in DRA mode, each ResourceClaimTemplate's GPU count."""
         pods = [p for p in watches.pods.values() if self.watches_namespace(str(_meta(p).get("namespace", "")))]
         owners = Owners(
             podgroups=watches.pod_groups,
@@ -63,6 +71,7 @@ class GangSide:
             jobsets=watches.job_sets,
             leaderworkersets=watches.leader_worker_sets,
             pytorchjobs=watches.pytorch_jobs,
+            claim_templates=claim_templates,
         )
         found = read_gangs(pods, owners)
         self._tell(found.refused)
