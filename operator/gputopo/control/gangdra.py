@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from gputopo.control.dra import CLAIM_FINALIZER, DEVICE_CLASS, ClaimFacts, DeviceRef, DraView
@@ -86,10 +87,12 @@ def pin_claims(
     gpus: tuple[int, ...],
     uuids: Mapping[int, str],
     dra: DraView,
+    now: datetime,
     device_class: str = DEVICE_CLASS,
 ) -> Pinned | Waiting | Unpinned:
     """What gives the gated pod ``body`` the GPUs ``gpus`` of ``node`` (index -> UUID in ``uuids``) through its
-    template claims: their allocations, a reason to wait, or the reason kube-scheduler must choose."""
+    template claims: their allocations (stamped ``now``), a reason to wait, or the reason kube-scheduler must
+    choose."""
     meta = _mapping(body.get("metadata"))
     uid, pod = str(meta.get("uid") or ""), str(meta.get("name") or "")
     wanted = _template_claims(body)
@@ -146,7 +149,7 @@ def pin_claims(
                 name=claim.name,
                 uid=claim.uid,
                 pod=pod,
-                allocation=_allocation(claim, results, node),
+                allocation=_allocation(claim, results, node, now),
                 finalizers=None if CLAIM_FINALIZER in claim.finalizers else claim.finalizers,
                 replace=bool(claim.allocated),
             )
@@ -154,9 +157,14 @@ def pin_claims(
     return Pinned(tuple(writes))
 
 
-def _allocation(claim: ClaimFacts, results: list[tuple[str, DeviceRef]], node: str) -> dict[str, Any]:
+def _allocation(claim: ClaimFacts, results: list[tuple[str, DeviceRef]], node: str, now: datetime) -> dict[str, Any]:
     """``status.allocation`` as kube-scheduler's allocator writes it: a result per device, the claim's own
-    device configuration (source FromClaim), and the node the devices are reachable from."""
+    device configuration (source FromClaim), the node the devices are reachable from, and when.
+
+    The timestamp is not optional in practice: kube-scheduler's ``bindClaim`` (v1.37.2, with the default-on
+    DRADeviceBindingConditions and DRAResourceClaimDeviceStatus) sets ``allocationTimestamp`` on an allocation that
+    has none while it adds the pod to ``reservedFor``, and the API server refuses that update (an allocation cannot
+    change once set): the pod would never bind. Seen on the sandbox."""
     devices: dict[str, Any] = {
         "results": [
             {"request": request, "driver": ref.driver, "pool": ref.pool, "device": ref.device}
@@ -166,7 +174,8 @@ def _allocation(claim: ClaimFacts, results: list[tuple[str, DeviceRef]], node: s
     config = [{"source": "FromClaim", **dict(c)} for c in claim.config]
     if config:
         devices["config"] = config
-    return {"devices": devices, "nodeSelector": node_selector(node)}
+    stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"devices": devices, "nodeSelector": node_selector(node), "allocationTimestamp": stamp}
 
 
 def claim_patches(write: ClaimAllocation) -> list[tuple[bool, list[dict[str, Any]]]]:

@@ -84,7 +84,7 @@ def _shape(gang: Gang, rank: int) -> int:
     return member.gpus if member is not None else 0
 
 
-def pinner(view: ClusterView, config: Config) -> Pin | None:
+def pinner(view: ClusterView, config: Config, now: datetime) -> Pin | None:
     """In DRA mode, how a pod's template claims are given its planned GPUs (None in device-plugin mode)."""
     dra = view.dra
     if config.gpu_allocation is not GpuAllocation.DRA or dra is None:
@@ -93,7 +93,7 @@ def pinner(view: ClusterView, config: Config) -> Pin | None:
     def pin(body: Mapping[str, Any], node: str, gpus: tuple[int, ...]) -> Pinned | Waiting | Unpinned:
         facts = view.topologies.get(node)
         uuids = {g.index: g.uuid for g in facts.topology.gpus} if facts is not None and facts.topology else {}
-        return pin_claims(body, node, gpus, uuids, dra)
+        return pin_claims(body, node, gpus, uuids, dra, now)
 
     return pin
 
@@ -161,7 +161,7 @@ def step(
     before = record or GangRecord(key, record_name(gang.id))
     actions = GangActions(key, gang.id.namespace, before.name, record=record_body(gang) if record is None else None)
     result = _decide(gang, before, bodies, view, config, now, arrival_timeout, actions)
-    result.pin = pinner(view, config)  # for ``settle``
+    result.pin = pinner(view, config, now)  # for ``settle``
     result.record = _with_pods(result.record, gang)
     status = status_of(result.record)
     if record is None or status != status_of(record):
@@ -180,7 +180,7 @@ def _decide(
     arrival_timeout: float,
     actions: GangActions,
 ) -> GangStep:
-    pin = pinner(view, config)
+    pin = pinner(view, config, now)
     if gang.problems:
         message = "; ".join(gang.problems)
         return GangStep(actions, replace(rec, phase=Phase.REFUSED, message=message, ranks=(), missing=()))

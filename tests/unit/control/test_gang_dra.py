@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import UTC
 from typing import Any
 
 import pytest
@@ -110,7 +111,7 @@ UUIDS = {i: uuid_of("n1", i) for i in range(8)}
 
 
 def pin(body: dict[str, Any], view: DraView, gpus: tuple[int, ...] = (2, 3)) -> Pinned | Waiting | Unpinned:
-    return pin_claims(body, "n1", gpus, UUIDS, view)
+    return pin_claims(body, "n1", gpus, UUIDS, view, at(5))
 
 
 # -- the pure decision ------------------------------------------------------------------------------------------------
@@ -131,6 +132,8 @@ def test_a_made_claim_is_given_the_planned_devices_of_the_planned_node() -> None
         "nodeSelector": {
             "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]
         },
+        # kube-scheduler would add it on reserving, and an allocation cannot change once set
+        "allocationTimestamp": at(5).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     assert write.finalizers == () and not write.replace
 
