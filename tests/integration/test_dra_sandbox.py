@@ -16,7 +16,7 @@ from own_sandbox import own_sandbox
 
 from gputopo.api.group import FIELD_MANAGER_OPERATOR
 from gputopo.sandbox.faults import gpu_fault
-from gputopo.sandbox.harness import Jobs, training_job
+from gputopo.sandbox.harness import Jobs, OperatorProcess, training_job
 from gputopo.sandbox.testing import SandboxHandle
 
 pytestmark = pytest.mark.integration
@@ -247,12 +247,18 @@ def gang_record(box: SandboxHandle, name: str) -> dict[str, Any]:
     return json.loads(out) if out.strip().startswith("{") else {}
 
 
-def running_gang(box: SandboxHandle, jobs: Jobs, name: str) -> dict[str, Any]:
+def running_gang(box: SandboxHandle, jobs: Jobs, operator: OperatorProcess, name: str) -> dict[str, Any]:
     def running() -> dict[str, Any] | None:
         record = gang_record(box, name)
         return record if (record.get("status") or {}).get("phase") == "Running" else None
 
-    found: dict[str, Any] = jobs.wait(f"gang {name} Running", running, TIMEOUT)
+    try:
+        found: dict[str, Any] = jobs.wait(f"gang {name} Running", running, TIMEOUT)
+    except AssertionError:
+        print(json.dumps(gang_record(box, name).get("status"), indent=1))
+        print(box.kubectl("get", "pods,resourceclaims", "-n", NS, "-o", "wide", check=False))
+        print(operator.log_tail(80))
+        raise
     return found
 
 
@@ -260,25 +266,27 @@ def pod_claim(box: SandboxHandle, pod: dict[str, Any]) -> dict[str, Any]:
     """The claim kube-controller-manager made from the pod's template (named in the pod's status)."""
     statuses = pod["status"].get("resourceClaimStatuses") or []
     name = next(s["resourceClaimName"] for s in statuses if s["name"] == "gpus")
-    found: dict[str, Any] = box.get_json("resourceclaim", name, "-n", NS)
+    found: dict[str, Any] = box.get_json("resourceclaim", name, "-n", NS, "--show-managed-fields")
     return found
 
 
-def written_by_the_operator(claim: dict[str, Any]) -> bool:
-    return any(
-        f.get("manager") == FIELD_MANAGER_OPERATOR and f.get("subresource") == "status"
+def allocation_writers(claim: dict[str, Any]) -> set[str]:
+    """The field managers that own ``status.allocation`` (kube-scheduler's is "kube-scheduler")."""
+    return {
+        str(f.get("manager"))
         for f in claim["metadata"].get("managedFields") or []
-    )
+        if f.get("subresource") == "status" and "f:allocation" in (f.get("fieldsV1") or {}).get("f:status", {})
+    }
 
 
 def test_a_foreign_gangs_own_claims_are_allocated_its_planned_gpus_before_it_is_let_go(
-    box: SandboxHandle, jobs: Jobs
+    box: SandboxHandle, jobs: Jobs, operator: OperatorProcess
 ) -> None:
     box.kubectl("apply", "-f", "-", input=json.dumps(claim_template("two-gpus", 2)))
     try:
         for rank in range(2):
             box.kubectl("create", "-f", "-", input=json.dumps(gang_pod(f"dg-{rank}", "dg", 2, rank, "two-gpus")))
-        record = running_gang(box, jobs, "gputopo-dg")
+        record = running_gang(box, jobs, operator, "gputopo-dg")
         devices = slice_devices(box)
         pods = {p["metadata"]["name"]: p for p in jobs.all_pods()}
         taken = []
@@ -293,7 +301,7 @@ def test_a_foreign_gangs_own_claims_are_allocated_its_planned_gpus_before_it_is_
             assert {pool for pool, _ in held} == {rank["node"]}
             assert [r["name"] for r in claim["status"]["reservedFor"]] == [rank["pod"]]
             assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
-            assert written_by_the_operator(claim), claim["metadata"].get("managedFields")
+            assert allocation_writers(claim) == {FIELD_MANAGER_OPERATOR}, claim["metadata"].get("managedFields")
             taken += held
         assert len(taken) == 4 and len(set(taken)) == 4
         print("planned:", [(r["rank"], r["node"], r["gpus"]) for r in record["status"]["ranks"]])
@@ -302,19 +310,19 @@ def test_a_foreign_gangs_own_claims_are_allocated_its_planned_gpus_before_it_is_
 
 
 def test_a_claim_only_kube_scheduler_can_allocate_goes_to_its_planned_node_and_is_said_to(
-    box: SandboxHandle, jobs: Jobs
+    box: SandboxHandle, jobs: Jobs, operator: OperatorProcess
 ) -> None:
     any_gpu = 'device.attributes["gpu.nvidia.com"].type == "gpu"'
     box.kubectl("apply", "-f", "-", input=json.dumps(claim_template("cel-gpus", 2, any_gpu)))
     try:
         box.kubectl("create", "-f", "-", input=json.dumps(gang_pod("cel-0", "cel", 1, 0, "cel-gpus")))
-        record = running_gang(box, jobs, "gputopo-cel")
+        record = running_gang(box, jobs, operator, "gputopo-cel")
         rank = record["status"]["ranks"][0]
         pod = next(p for p in jobs.all_pods() if p["metadata"]["name"] == "cel-0")
         assert pod["spec"]["nodeName"] == rank["node"]
         claim = pod_claim(box, pod)
         assert {pool for pool, _ in allocated(claim)} == {rank["node"]}
-        assert not written_by_the_operator(claim)
+        assert FIELD_MANAGER_OPERATOR not in allocation_writers(claim), allocation_writers(claim)
         reasons = {e["reason"]: e["message"] for e in jobs.events("cel-0")}
         assert "CEL selectors" in reasons["GangClaimNotPinned"]
     finally:
