@@ -106,7 +106,8 @@ def pin_claims(
     # Each claim that asks for GPUs, with its requests; every GPU request must be one gputopo can allocate.
     asking: list[tuple[ClaimFacts, list[tuple[str, int]]]] = []
     for claim in claims:
-        gpu_requests = [r for r in claim.requests if r.device_class == device_class or r.unpinnable]
+        # A request with subrequests names no class of its own: counted as one for GPUs (and so left to kube-scheduler).
+        gpu_requests = [r for r in claim.requests if r.device_class == device_class or not r.device_class]
         if not gpu_requests:
             continue
         why = next((r.unpinnable for r in gpu_requests if r.unpinnable), "")

@@ -221,6 +221,14 @@ def test_a_claim_already_given_the_plan_needs_no_write_and_an_earlier_plans_is_r
     assert isinstance(stale, Pinned) and stale.writes[0].replace
 
 
+def test_a_claim_of_other_devices_only_is_left_to_kube_scheduler_and_the_gpu_claim_is_still_written() -> None:
+    nic = made_claim(
+        "pod-0", "nic", [request("nic", 1, "nic.example.com", selectors=[{"cel": {"expression": "true"}}])]
+    )
+    found = pin(pod_body("p0", "pod-0", claims=("gpus", "nic")), dra(made_claim("pod-0"), nic))
+    assert isinstance(found, Pinned) and [w.name for w in found.writes] == ["pod-0-gpus-x7k2p"]
+
+
 def test_a_pod_without_a_template_claim_is_left_to_kube_scheduler() -> None:
     body = pod_body("p0", "pod-0", claims=())
     assert isinstance(pin(body, dra()), Unpinned)
