@@ -96,13 +96,14 @@ def test_gpu_allocation_defaults_to_the_device_plugin_and_asks_for_no_dra_rights
     assert _operator_rules(docs) == []
 
 
-def test_dra_allocation_grants_claims_and_slices_but_not_allocation() -> None:
+def test_dra_allocation_grants_claims_slices_templates_and_a_foreign_claims_allocation() -> None:
     docs = render("--set", "operator.config.gpuAllocation=dra")
     assert find(docs, "ConfigMap", OPERATOR)["data"]["GPUTOPO_GPU_ALLOCATION"] == "dra"
     rules = {tuple(r["resources"]): set(r["verbs"]) for r in _operator_rules(docs)}
     assert rules == {
-        ("resourceclaims",): {"get", "list", "watch", "create", "delete"},
-        ("resourceslices",): {"get", "list", "watch"},
+        ("resourceclaims",): {"get", "list", "watch", "create", "delete", "patch"},
+        ("resourceclaims/status", "resourceclaims/binding"): {"patch"},
+        ("resourceslices", "resourceclaimtemplates"): {"get", "list", "watch"},
     }
 
 

@@ -1,6 +1,8 @@
 """``gpuAllocation: dra`` on the real control plane: the fake probes publish ResourceSlices the way NVIDIA's DRA
 driver does, the operator creates one ResourceClaim per rank pinned to the planned GPUs by UUID, and the real
-kube-scheduler allocates them. Nothing here is mocked. The module brings up its own sandbox
+kube-scheduler allocates them. A foreign gang's pods bring claims of their own (from a ResourceClaimTemplate): the
+operator writes their allocation, the planned devices, before it lifts the gate, and kube-scheduler honours it.
+Nothing here is mocked. The module brings up its own sandbox
 (``--gpu-allocation dra``, four HGX H100 nodes)."""
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from typing import Any
 import pytest
 from own_sandbox import own_sandbox
 
+from gputopo.api.group import FIELD_MANAGER_OPERATOR
 from gputopo.sandbox.faults import gpu_fault
-from gputopo.sandbox.harness import Jobs, training_job
+from gputopo.sandbox.harness import Jobs, OperatorProcess, training_job
 from gputopo.sandbox.testing import SandboxHandle
 
 pytestmark = pytest.mark.integration
@@ -201,3 +204,126 @@ def test_a_rank_whose_planned_device_was_taken_is_planned_again(box: SandboxHand
     held = assert_allocation_is_the_plan(box, jobs, "held")
     thief = allocated(claims(box, OTHER)[0])
     assert not set(held) & set(thief)
+
+
+# -- a foreign gang's own claims --------------------------------------------------------------------------------------
+
+GATE = "gputopo.io/placement"
+
+
+def claim_template(name: str, gpus: int, selector: str | None = None) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": "gpu.nvidia.com", "count": gpus}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": exactly}]}}},
+    }
+
+
+def gang_pod(name: str, gang: str, size: int, rank: int, template: str) -> dict[str, Any]:
+    """A bare pod of gputopo's pod contract, gated as the chart's admission policy gates it, whose GPUs come
+    from a claim made from ``template``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {"gputopo.io/gang": gang, "gputopo.io/gang-size": str(size), "gputopo.io/rank": str(rank)},
+        },
+        "spec": {
+            "schedulingGates": [{"name": GATE}],
+            "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": template}],
+            "containers": [{"name": "trainer", "image": "pytorch", "resources": {"claims": [{"name": "gpus"}]}}],
+        },
+    }
+
+
+def gang_record(box: SandboxHandle, name: str) -> dict[str, Any]:
+    out = box.kubectl("get", "gangplacement", name, "-n", NS, "-o", "json", check=False)
+    return json.loads(out) if out.strip().startswith("{") else {}
+
+
+def running_gang(box: SandboxHandle, jobs: Jobs, operator: OperatorProcess, name: str) -> dict[str, Any]:
+    def running() -> dict[str, Any] | None:
+        record = gang_record(box, name)
+        return record if (record.get("status") or {}).get("phase") == "Running" else None
+
+    try:
+        found: dict[str, Any] = jobs.wait(f"gang {name} Running", running, TIMEOUT)
+    except AssertionError:
+        print(json.dumps(gang_record(box, name).get("status"), indent=1))
+        print(box.kubectl("get", "pods,resourceclaims", "-n", NS, "-o", "wide", check=False))
+        print(operator.log_tail(80))
+        raise
+    return found
+
+
+def pod_claim(box: SandboxHandle, pod: dict[str, Any]) -> dict[str, Any]:
+    """The claim kube-controller-manager made from the pod's template (named in the pod's status)."""
+    statuses = pod["status"].get("resourceClaimStatuses") or []
+    name = next(s["resourceClaimName"] for s in statuses if s["name"] == "gpus")
+    found: dict[str, Any] = box.get_json("resourceclaim", name, "-n", NS, "--show-managed-fields")
+    return found
+
+
+def allocation_writers(claim: dict[str, Any]) -> set[str]:
+    """The field managers that own ``status.allocation`` (kube-scheduler's is "kube-scheduler")."""
+    return {
+        str(f.get("manager"))
+        for f in claim["metadata"].get("managedFields") or []
+        if f.get("subresource") == "status" and "f:allocation" in (f.get("fieldsV1") or {}).get("f:status", {})
+    }
+
+
+def test_a_foreign_gangs_own_claims_are_allocated_its_planned_gpus_before_it_is_let_go(
+    box: SandboxHandle, jobs: Jobs, operator: OperatorProcess
+) -> None:
+    box.kubectl("apply", "-f", "-", input=json.dumps(claim_template("two-gpus", 2)))
+    try:
+        for rank in range(2):
+            box.kubectl("create", "-f", "-", input=json.dumps(gang_pod(f"dg-{rank}", "dg", 2, rank, "two-gpus")))
+        record = running_gang(box, jobs, operator, "gputopo-dg")
+        devices = slice_devices(box)
+        pods = {p["metadata"]["name"]: p for p in jobs.all_pods()}
+        taken = []
+        for rank in record["status"]["ranks"]:
+            pod = pods[rank["pod"]]
+            assert pod["spec"]["nodeName"] == rank["node"]
+            assert not pod["spec"].get("schedulingGates")
+            claim = pod_claim(box, pod)
+            held = allocated(claim)
+            uuids = uuids_by_index(box, rank["node"])
+            assert {devices[d] for d in held} == {uuids[g] for g in rank["gpus"]}, (rank, held)
+            assert {pool for pool, _ in held} == {rank["node"]}
+            assert [r["name"] for r in claim["status"]["reservedFor"]] == [rank["pod"]]
+            assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
+            assert allocation_writers(claim) == {FIELD_MANAGER_OPERATOR}, claim["metadata"].get("managedFields")
+            taken += held
+        assert len(taken) == 4 and len(set(taken)) == 4
+        print("planned:", [(r["rank"], r["node"], r["gpus"]) for r in record["status"]["ranks"]])
+    finally:
+        box.kubectl("delete", "resourceclaimtemplate", "two-gpus", "-n", NS, "--wait=false", check=False)
+
+
+def test_a_claim_only_kube_scheduler_can_allocate_goes_to_its_planned_node_and_is_said_to(
+    box: SandboxHandle, jobs: Jobs, operator: OperatorProcess
+) -> None:
+    any_gpu = 'device.attributes["gpu.nvidia.com"].type == "gpu"'
+    box.kubectl("apply", "-f", "-", input=json.dumps(claim_template("cel-gpus", 2, any_gpu)))
+    try:
+        box.kubectl("create", "-f", "-", input=json.dumps(gang_pod("cel-0", "cel", 1, 0, "cel-gpus")))
+        record = running_gang(box, jobs, operator, "gputopo-cel")
+        rank = record["status"]["ranks"][0]
+        pod = next(p for p in jobs.all_pods() if p["metadata"]["name"] == "cel-0")
+        assert pod["spec"]["nodeName"] == rank["node"]
+        claim = pod_claim(box, pod)
+        assert {pool for pool, _ in allocated(claim)} == {rank["node"]}
+        assert FIELD_MANAGER_OPERATOR not in allocation_writers(claim), allocation_writers(claim)
+        reasons = {e["reason"]: e["message"] for e in jobs.events("cel-0")}
+        assert "CEL selectors" in reasons["GangClaimNotPinned"]
+    finally:
+        box.kubectl("delete", "resourceclaimtemplate", "cel-gpus", "-n", NS, "--wait=false", check=False)

@@ -32,11 +32,14 @@ from gputopo.api.group import (
 from gputopo.placement.types import GpuChoice
 
 __all__ = [
+    "CLAIM_FINALIZER",
     "CLAIM_REQUEST",
     "DEVICE_CLASS",
     "DRIVER",
     "POD_CLAIM",
+    "POD_CLAIM_ANNOTATION",
     "ClaimFacts",
+    "ClaimRequest",
     "DeviceFacts",
     "DeviceRef",
     "DraView",
@@ -60,6 +63,9 @@ RESOURCE_API = "resource.k8s.io/v1"
 # claim is neither reserved nor allocated, allocated ever or not. A rank's claim is made to be allocated, so it
 # is created with the finalizer: one write and its watch events fewer per rank.
 CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
+# kube-controller-manager's resourceclaim controller gives a claim it makes from a pod's template this annotation:
+# the pod's name for the claim (spec.resourceClaims[].name); the pod is the claim's controlling owner.
+POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 
 _UUID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")  # NVML's GPU-xxxxxxxx-...; nothing CEL would misread
 
@@ -104,6 +110,18 @@ class SliceFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """One request of a claim's spec, as far as writing its allocation needs it. ``unpinnable`` says why an
+    allocation written by anyone but kube-scheduler could not honour it ("" when it could): a CEL selector
+    (only kube-scheduler evaluates CEL), subrequests, all devices of a class, admin access or capacity."""
+
+    name: str
+    device_class: str = ""
+    count: int = 1
+    unpinnable: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimFacts:
     namespace: str
     name: str
@@ -115,6 +133,13 @@ class ClaimFacts:
     allocated: tuple[DeviceRef, ...] = ()
     reserved: bool = False  # some pod is in status.reservedFor
     deleting: bool = False
+    # A claim made from a template for a pod: the pod's uid and its name for the claim (spec.resourceClaims[].name).
+    pod_uid: str | None = None
+    pod_claim: str | None = None
+    requests: tuple[ClaimRequest, ...] = ()
+    constraints: bool = False  # spec.devices.constraints: only kube-scheduler's allocator honours them
+    config: tuple[Mapping[str, Any], ...] = field(default=(), hash=False)  # spec.devices.config, as written
+    finalizers: tuple[str, ...] = ()
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -162,8 +187,30 @@ def slice_facts(body: Mapping[str, Any]) -> SliceFacts:
     )
 
 
+def _request(raw: Mapping[str, Any]) -> ClaimRequest:
+    name = str(raw.get("name") or "")
+    if raw.get("firstAvailable"):
+        return ClaimRequest(name, unpinnable=f"request {name} has subrequests (firstAvailable)")
+    exactly = _dict(raw.get("exactly"))
+    device_class = str(exactly.get("deviceClassName") or "")
+    count = _int(exactly.get("count"))
+    why = ""
+    if exactly.get("selectors"):
+        why = f"request {name} has CEL selectors"
+    elif exactly.get("allocationMode") == "All":
+        why = f"request {name} asks for all devices of its class"
+    elif exactly.get("adminAccess"):
+        why = f"request {name} asks for admin access"
+    elif exactly.get("capacity"):
+        why = f"request {name} asks for device capacity"
+    elif exactly.get("tolerations"):
+        why = f"request {name} tolerates device taints"
+    return ClaimRequest(name, device_class, 1 if count is None else count, why)
+
+
 def claim_facts(body: Mapping[str, Any]) -> ClaimFacts:
     meta, status = _dict(body.get("metadata")), _dict(body.get("status"))
+    devices = _dict(_dict(body.get("spec")).get("devices"))
     labels, annotations = _dict(meta.get("labels")), _dict(meta.get("annotations"))
     owner = next(
         (
@@ -179,6 +226,15 @@ def claim_facts(body: Mapping[str, Any]) -> ClaimFacts:
         for r in map(_dict, results)
     )
     job = labels.get(LABEL_JOB)
+    pod_uid = next(
+        (
+            str(ref.get("uid"))
+            for ref in map(_dict, _list(meta.get("ownerReferences")))
+            if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1" and ref.get("uid")
+        ),
+        None,
+    )
+    pod_claim = annotations.get(POD_CLAIM_ANNOTATION)
     return ClaimFacts(
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name") or ""),
@@ -190,6 +246,12 @@ def claim_facts(body: Mapping[str, Any]) -> ClaimFacts:
         allocated=allocated,
         reserved=bool(_list(status.get("reservedFor"))),
         deleting=bool(meta.get("deletionTimestamp")),
+        pod_uid=pod_uid,
+        pod_claim=str(pod_claim) if pod_uid and pod_claim else None,
+        requests=tuple(_request(r) for r in map(_dict, _list(devices.get("requests")))),
+        constraints=bool(_list(devices.get("constraints"))),
+        config=tuple(map(_dict, _list(devices.get("config")))),
+        finalizers=tuple(str(f) for f in _list(meta.get("finalizers"))),
     )
 
 
@@ -245,6 +307,19 @@ class DraView:
     def claims_of(self, namespace: str, job: str) -> tuple[ClaimFacts, ...]:
         """The claims labelled with the job's name (an earlier job of the same name's too)."""
         return self._by_job.get((namespace, job), ())
+
+    @cached_property
+    def _by_pod(self) -> dict[str, tuple[ClaimFacts, ...]]:
+        grouped: dict[str, list[ClaimFacts]] = {}
+        for claim in self.claims.values():
+            if claim.pod_uid is not None:
+                grouped.setdefault(claim.pod_uid, []).append(claim)
+        return {uid: tuple(sorted(found, key=lambda c: c.name)) for uid, found in grouped.items()}
+
+    def claims_of_pod(self, uid: str) -> tuple[ClaimFacts, ...]:
+        """The claims made from templates for the pod of this uid (kube-controller-manager makes them while the
+        pod is still gated)."""
+        return self._by_pod.get(uid, ())
 
     def unavailable(self, node: str, uuids: Mapping[int, str]) -> set[int]:
         """The GPUs (index -> UUID) of ``node`` kube-scheduler cannot allocate: allocated to any claim,

@@ -2,8 +2,9 @@
 
 The record (the gang's ``GangPlacement``) goes first: a pod is steered only after the plan it belongs to is
 recorded, so an operator that dies between the two finds the plan on restart and steers the rest into it instead
-of planning the gang again (and giving its GPUs to another). Then the evictions, then the pods' patches, then the
-Events.
+of planning the gang again (and giving its GPUs to another). Then the evictions, then (in DRA mode) the allocations of
+the pods' ResourceClaims, then the pods' patches, then the Events: a pod is let go only once its claims hold its
+planned devices, so kube-scheduler has nothing left to choose.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, Literal
 from gputopo.control.actions import EventNote
 from gputopo.control.facts import JobKey
 
-__all__ = ["Eviction", "GangActions", "Involved", "PodPatch"]
+__all__ = ["ClaimAllocation", "Eviction", "GangActions", "Involved", "PodPatch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +25,23 @@ class PodPatch:
     name: str
     uid: str
     ops: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimAllocation:
+    """The allocation to write into one pod's ResourceClaim (``status.allocation``) before the pod is let go.
+
+    ``uid`` guards against a claim deleted and made again meanwhile. ``finalizers``: the claim's finalizers as
+    read, when it lacks kube-scheduler's ``resource.kubernetes.io/delete-protection`` (added first, as
+    kube-scheduler adds it before it allocates). ``replace``: the claim holds an allocation of an earlier plan,
+    reserved for nobody, which is cleared first. ``pod`` is the pod the claim is for: its patch waits for this write."""
+
+    name: str
+    uid: str
+    pod: str
+    allocation: dict[str, Any]
+    finalizers: tuple[str, ...] | None = None
+    replace: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +72,15 @@ class GangActions:
     record: dict[str, Any] | None = None  # the GangPlacement to create when absent (metadata and spec)
     status: dict[str, Any] | None = None  # its whole status, written when set
     evictions: list[Eviction] = field(default_factory=list)
+    claims: list[ClaimAllocation] = field(default_factory=list)  # written before ``patches``
     patches: list[PodPatch] = field(default_factory=list)
     events: list[tuple[Involved, EventNote]] = field(default_factory=list)
     placed: bool = False  # these actions carry a new plan
 
     def __bool__(self) -> bool:
-        return bool(self.record or self.status is not None or self.evictions or self.patches or self.events)
+        return bool(
+            self.record or self.status is not None or self.evictions or self.claims or self.patches or self.events
+        )
 
     def event(self, about: Involved, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         self.events.append((about, EventNote(type_, reason, message)))

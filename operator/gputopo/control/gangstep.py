@@ -12,15 +12,17 @@ says otherwise. A plan whose ranks do not all arrive within ``arrival_timeout`` 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from gputopo.api.trainingjob import WorkerPlacement
+from gputopo.control.dra import GpuAllocation
 from gputopo.control.facts import JobKey
 from gputopo.control.failure import Fault, faults_under
 from gputopo.control.gangactions import Eviction, GangActions, Involved, PodPatch
+from gputopo.control.gangdra import Pinned, Unpinned, Waiting, pin_claims
 from gputopo.control.gangrecords import GangRecord, RankPlan, record_body, record_name, status_of
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.lifecycle import Config
@@ -29,7 +31,10 @@ from gputopo.gangs.model import Gang, Member
 from gputopo.gangs.steer import NotGatedError, release_patch, steer_patch
 from gputopo.placement.types import Placement, Unplaceable
 
-__all__ = ["GangStep", "Phase", "involved", "settle", "step"]
+__all__ = ["GangStep", "Phase", "Pin", "involved", "pinner", "settle", "step"]
+
+# In DRA mode: from a gated pod's body, its planned node and GPUs, the allocations of its claims (``gangdra``).
+Pin = Callable[[Mapping[str, Any], str, tuple[int, ...]], Pinned | Waiting | Unpinned]
 
 
 class Phase:
@@ -51,6 +56,7 @@ class GangStep:
     wake_at: datetime | None = None
     restarted: str | None = None  # the reason, when this step evicted the gang's pods
     written: dict[str, Any] | None = field(default=None, repr=False)  # the status as it stands
+    pin: Pin | None = field(default=None, repr=False)  # DRA mode: how a pod's claims get its planned GPUs
 
     @property
     def wants_placement(self) -> bool:
@@ -78,9 +84,27 @@ def _shape(gang: Gang, rank: int) -> int:
     return member.gpus if member is not None else 0
 
 
-def _patches(gang: Gang, record: GangRecord, bodies: Mapping[str, Mapping[str, Any]]) -> list[PodPatch]:
-    """Steer each pod waiting on gputopo's gate alone into its rank's plan; let a 0-GPU rank go unpinned."""
-    out: list[PodPatch] = []
+def pinner(view: ClusterView, config: Config, now: datetime) -> Pin | None:
+    """In DRA mode, how a pod's template claims are given its planned GPUs (None in device-plugin mode)."""
+    dra = view.dra
+    if config.gpu_allocation is not GpuAllocation.DRA or dra is None:
+        return None
+
+    def pin(body: Mapping[str, Any], node: str, gpus: tuple[int, ...]) -> Pinned | Waiting | Unpinned:
+        facts = view.topologies.get(node)
+        uuids = {g.index: g.uuid for g in facts.topology.gpus} if facts is not None and facts.topology else {}
+        return pin_claims(body, node, gpus, uuids, dra, now)
+
+    return pin
+
+
+def _steer(
+    gang: Gang, record: GangRecord, bodies: Mapping[str, Mapping[str, Any]], pin: Pin | None, actions: GangActions
+) -> list[str]:
+    """Steer each pod waiting on gputopo's gate alone into its rank's plan (in DRA mode, its claims allocated the
+    planned GPUs first); let a 0-GPU rank go unpinned. Returns why pods were held back (claims not ready)."""
+    patches: list[PodPatch] = []
+    waiting: list[str] = []
     plan = record.plan
     for rank, member in sorted(_live(gang).items()):
         body = bodies.get(member.uid)
@@ -89,15 +113,25 @@ def _patches(gang: Gang, record: GangRecord, bodies: Mapping[str, Mapping[str, A
         try:
             if rank in plan:
                 p = plan[rank]
+                pinned = pin(body, p.node, p.gpus) if pin is not None and p.gpus else None
+                if isinstance(pinned, Waiting):
+                    waiting.append(pinned.reason)
+                    continue
                 ops = steer_patch(body, p.node, p.gpus, record.generation, gang.id)
+                if isinstance(pinned, Pinned):
+                    actions.claims.extend(pinned.writes)
+                elif isinstance(pinned, Unpinned):
+                    why = f"rank {rank} (pod {member.pod}) goes to {p.node}, but kube-scheduler picks its GPUs there: "
+                    actions.event(involved(gang), "Warning", "GangClaimNotPinned", why + pinned.reason)
             elif _shape(gang, rank) == 0:
                 ops = release_patch(body, gang.id)
             else:
                 continue  # its rank is not planned yet
         except NotGatedError:
             continue  # the body read says otherwise than the gates read: the next read decides
-        out.append(PodPatch(member.pod, member.uid, tuple(ops)))
-    return out
+        patches.append(PodPatch(member.pod, member.uid, tuple(ops)))
+    actions.patches = patches
+    return waiting
 
 
 def _with_pods(record: GangRecord, gang: Gang) -> GangRecord:
@@ -127,6 +161,7 @@ def step(
     before = record or GangRecord(key, record_name(gang.id))
     actions = GangActions(key, gang.id.namespace, before.name, record=record_body(gang) if record is None else None)
     result = _decide(gang, before, bodies, view, config, now, arrival_timeout, actions)
+    result.pin = pinner(view, config, now)  # for ``settle``
     result.record = _with_pods(result.record, gang)
     status = status_of(result.record)
     if record is None or status != status_of(record):
@@ -145,6 +180,7 @@ def _decide(
     arrival_timeout: float,
     actions: GangActions,
 ) -> GangStep:
+    pin = pinner(view, config, now)
     if gang.problems:
         message = "; ".join(gang.problems)
         return GangStep(actions, replace(rec, phase=Phase.REFUSED, message=message, ranks=(), missing=()))
@@ -162,7 +198,7 @@ def _decide(
         faults, recheck = _faults(rec, view, config, now)
         if faults:
             return _fault(gang, rec, faults, actions)
-        return _held(gang, rec, bodies, now, (arrival_timeout, config.unschedulable_timeout), actions, recheck)
+        return _held(gang, rec, bodies, now, (arrival_timeout, config.unschedulable_timeout), actions, recheck, pin)
     if not live:
         if rec.phase in (Phase.RESTARTING, Phase.RELEASED):
             return GangStep(actions, rec)  # evicted (their owner makes them again), or ended
@@ -176,7 +212,7 @@ def _decide(
     if held:
         why = f"waiting for {', '.join(held)} to be removed before planning"
         return GangStep(actions, replace(rec, phase=Phase.PENDING, message=why))
-    actions.patches = _patches(gang, rec, bodies)  # 0-GPU ranks go at once
+    _steer(gang, rec, bodies, pin, actions)  # 0-GPU ranks go at once
     return GangStep(actions, rec, wants_ranks=declared.gpu_ranks)
 
 
@@ -197,6 +233,7 @@ def _held(
     timeouts: tuple[float, float],
     actions: GangActions,
     recheck: datetime | None,
+    pin: Pin | None,
 ) -> GangStep:
     """A gang whose plan is held: ``timeouts`` are how long its ranks may take to arrive, and to be bound."""
     arrival_timeout, unschedulable_timeout = timeouts
@@ -214,7 +251,7 @@ def _held(
     stuck = _stuck(gang, rec, now, unschedulable_timeout)
     if stuck:
         return _unstick(gang, rec, stuck, actions)
-    actions.patches = _patches(gang, rec, bodies)
+    waiting = _steer(gang, rec, bodies, pin, actions)
     wake = recheck
     for member in _live(gang).values():
         if member.unschedulable_since is not None and not member.node and not member.gated:
@@ -231,6 +268,8 @@ def _held(
     else:
         phase = Phase.PLANNED
         why = f"waiting for ranks {_list(missing)} to be created" if missing else "waiting for kube-scheduler to bind"
+        if waiting and not missing:
+            why = f"waiting: {waiting[0]}"
     waiting_for = tuple(r for r in unplanned if r in live and live[r].gated)
     if rec.phase == Phase.RESTARTING:
         for rank in unplanned:
@@ -353,7 +392,9 @@ def settle(
         released_with=None,
     )
     record = _with_pods(record, gang)
-    actions.patches = _patches(gang, record, bodies)
+    waiting = _steer(gang, record, bodies, done.pin, actions)
+    if waiting and not record.missing:
+        record = replace(record, message=f"waiting: {waiting[0]}")
     actions.placed = True
     _rewrite(gang, rec, record, actions)
     done.record = record

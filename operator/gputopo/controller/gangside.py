@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -56,8 +56,16 @@ class GangSide:
     # The members the last pass read: a pass reads again only the pods that changed since (``MemberMemo``).
     members: MemberMemo = field(default_factory=MemberMemo)
 
-    def read(self, watches: GangWatches, tiers: TierConfig, place: Policy, gpu_choice: GpuChoice) -> GangInput:
-        """The gangs as the watches show them now (pods refused are told once, as an Event on the pod)."""
+    def read(
+        self,
+        watches: GangWatches,
+        tiers: TierConfig,
+        place: Policy,
+        gpu_choice: GpuChoice,
+        claim_templates: Mapping[tuple[str, str], int | str] | None = None,
+    ) -> GangInput:
+        """The gangs as the watches show them now (pods refused are told once, as an Event on the pod);
+        ``claim_templates``: in DRA mode, each ResourceClaimTemplate's GPU count."""
         pods = [p for p in watches.pods.values() if self.watches_namespace(str(_meta(p).get("namespace", "")))]
         owners = Owners(
             podgroups=watches.pod_groups,
@@ -65,6 +73,7 @@ class GangSide:
             jobsets=watches.job_sets,
             leaderworkersets=watches.leader_worker_sets,
             pytorchjobs=watches.pytorch_jobs,
+            claim_templates=claim_templates,
         )
         found = read_gangs(pods, owners, self.members)
         self._tell(found.refused)

@@ -2,7 +2,8 @@
 nothing.
 
 The record first (its GangPlacement created when absent, then its status), so no pod is steered into a plan that is
-not recorded; then the evictions, through the Eviction API; then the pods' patches; then the Events. A record that
+not recorded; then the evictions, through the Eviction API; then (DRA mode) the allocations of the pods' claims; then
+the pods' patches; then the Events. A pod whose claim could not be written is not patched: it stays gated. A record that
 cannot be written stops everything after it. An eviction a PodDisruptionBudget refuses, or one that fails, stops
 the patches (the pods they steer may need the GPUs the evicted pods hold): the next pass decides again. A patch
 refused because its pod changed or is gone is an outcome, not an error. The Events go out only when nothing was
@@ -21,7 +22,8 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from gputopo.control.gangactions import GangActions, PodPatch
+from gputopo.control.gangactions import ClaimAllocation, GangActions, PodPatch
+from gputopo.control.gangdra import claim_patches
 from gputopo.controller.gate import PriorityGate
 from gputopo.controller.writer import Priority
 from gputopo.kube.client import KubeClient
@@ -41,6 +43,7 @@ class GangWritten:
     changed meanwhile) or that are gone. ``error``: the API error that stopped the writes, if one did."""
 
     status_written: bool = False
+    allocated: tuple[str, ...] = ()  # claims given their planned devices
     patched: tuple[str, ...] = ()
     patch_failed: tuple[str, ...] = ()
     evicted: tuple[str, ...] = ()
@@ -115,15 +118,32 @@ async def _write(client: KubeClient, actions: GangActions) -> GangWritten:
     if error is not None or blocked:
         return GangWritten(status_written, evicted=evicted, eviction_blocked=blocked, error=_text(error))
 
-    patches = [_named(p.name, client.patch_pod_json(namespace, p.name, _guarded(p))) for p in actions.patches]
-    applied, error = await _all(patches)
+    written, error = await _all([_allocate(client, namespace, c) for c in actions.claims])
+    allocated = tuple(c.name for c, done in written if done)
+    held = {c.pod for c in actions.claims if c.name not in allocated}  # a pod goes only with all its claims written
+    patches = [
+        _named(p.name, client.patch_pod_json(namespace, p.name, _guarded(p)))
+        for p in actions.patches
+        if p.name not in held
+    ]
+    applied, patch_error = await _all(patches)
     return GangWritten(
         status_written,
+        allocated=allocated,
         patched=tuple(pod for pod, done in applied if done),
-        patch_failed=tuple(pod for pod, done in applied if not done),
+        patch_failed=(*(pod for pod, done in applied if not done), *sorted(held)),
         evicted=evicted,
-        error=_text(error),
+        error=_text(error or patch_error),
     )
+
+
+async def _allocate(client: KubeClient, namespace: str, claim: ClaimAllocation) -> tuple[ClaimAllocation, bool]:
+    """Write one claim's allocation (after kube-scheduler's finalizer, and clearing an earlier plan's); False when
+    the claim changed or went meanwhile (the next pass reads it again)."""
+    for status, ops in claim_patches(claim):
+        if not await client.patch_claim_json(namespace, claim.name, ops, status=status):
+            return claim, False
+    return claim, True
 
 
 async def _named(name: str, call: Awaitable[T]) -> tuple[str, T]:

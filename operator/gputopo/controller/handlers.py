@@ -220,7 +220,13 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
                         pod_gpus=dict(watches.pod_gpus.items),
                     ),
                     gangs=(
-                        gangs.read(gang_watches, config.tiers, runtime.place, config.gpu_choice)
+                        gangs.read(
+                            gang_watches,
+                            config.tiers,
+                            runtime.place,
+                            config.gpu_choice,
+                            watches.claim_template_gpus(),
+                        )
                         if gangs is not None
                         else None
                     ),

@@ -3,7 +3,8 @@
 They run with the control loop (on the leader only) and wake it when something it reads changes: a
 Node's readiness, labels or taints (not its heartbeats), a NodeTopology's content (not its
 ``observedAt``), the pods a NodePodGpus lists (not its heartbeats). With ``dra`` they also watch every
-ResourceSlice and every ResourceClaim (the devices kube-scheduler allocates from, and who holds them). Each
+ResourceSlice and every ResourceClaim (the devices kube-scheduler allocates from, and who holds them), and every
+ResourceClaimTemplate, read as the GPUs it asks for (a foreign gang's pod gets its GPUs from one). Each
 NodeTopology with new content is also handed to ``on_topology``, as read: the next pass's quarantine observes it.
 """
 
@@ -21,6 +22,7 @@ from gputopo.control.dra import ClaimFacts, DraView, SliceFacts, claim_facts, sl
 from gputopo.control.facts import NodeFacts, PodGpusFacts, TopologyFacts, node_facts
 from gputopo.control.podgpus import pod_gpus_facts
 from gputopo.control.topologies import content_digest, topology_facts
+from gputopo.gangs.claims import claim_template_gpus
 from gputopo.kube.client import KubeClient, resource_path
 from gputopo.kube.reflector import Reflector, Rhythm
 from gputopo.topology.model import Topology
@@ -70,6 +72,7 @@ class ClusterWatches:
         )
         self.slices: Reflector[SliceFacts] | None = None
         self.claims: Reflector[ClaimFacts] | None = None
+        self.claim_templates: Reflector[int | str] | None = None
         if dra:
             self.slices = Reflector(
                 client,
@@ -88,6 +91,15 @@ class ClusterWatches:
                 rhythm=rhythm,
                 namespaced=True,
             )
+            self.claim_templates = Reflector(
+                client,
+                "ResourceClaimTemplates",
+                resource_path(None, "resourceclaimtemplates"),
+                lambda _, obj, __: claim_template_gpus(obj),
+                on_change=poke,
+                rhythm=rhythm,
+                namespaced=True,
+            )
         self._tasks: list[asyncio.Task[None]] = []
 
     def dra_view(self) -> DraView | None:
@@ -96,6 +108,17 @@ class ClusterWatches:
             return None
         claims = {(c.namespace, c.name): c for c in self.claims.items.values()}
         return DraView(dict(self.slices.items), claims)
+
+    def claim_template_gpus(self) -> dict[tuple[str, str], int | str] | None:
+        """Each ResourceClaimTemplate's GPU count (or why it has none) by (namespace, name); None when not
+        watching them (device-plugin mode)."""
+        if self.claim_templates is None:
+            return None
+        out: dict[tuple[str, str], int | str] = {}
+        for key, gpus in self.claim_templates.items.items():
+            namespace, _, name = key.partition("/")
+            out[(namespace, name)] = gpus
+        return out
 
     def _forget(self, name: str) -> None:
         self._digests.pop(name, None)
@@ -126,7 +149,7 @@ class ClusterWatches:
     async def __aenter__(self) -> ClusterWatches:
         """Start the watches and return once each has listed its kind once."""
         reflectors: list[Reflector[Any]] = [self.nodes, self.topologies, self.pod_gpus]
-        reflectors += [r for r in (self.slices, self.claims) if r is not None]
+        reflectors += [r for r in (self.slices, self.claims, self.claim_templates) if r is not None]
         self._tasks = [asyncio.create_task(r.run(), name=f"watch {r.kind}") for r in reflectors]
         await asyncio.gather(*(r.synced.wait() for r in reflectors))
         logger.info("watching %d nodes and %d NodeTopologies", len(self.nodes.items), len(self.topologies.items))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gputopo.api.gpus import GpuCountError, pod_gpus
+from gputopo.api.group import DRA_DEVICE_CLASS
 from gputopo.gangs.annotations import PodNeeds
 from gputopo.gangs.model import Declared, DisruptionMode, GangId, Needs, OwnerRef
 
@@ -23,6 +24,7 @@ __all__ = [
     "annotations_of",
     "as_int",
     "bare_claim",
+    "claim_template_gpus",
     "completion_index",
     "controller_of",
     "group_size",
@@ -48,13 +50,16 @@ COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 class Owners:
     """The objects gangs are declared by, as read from the API server: (namespace, name) → raw body.
 
-    A kind gputopo does not watch (its CRD is not installed) is simply empty."""
+    A kind gputopo does not watch (its CRD is not installed) is simply empty. ``claim_templates`` (DRA mode only;
+    None otherwise) holds each ResourceClaimTemplate's GPU count (``claim_template_gpus``): a pod's GPUs are then
+    its ``nvidia.com/gpu`` and those of the claims it makes from templates."""
 
     podgroups: Mapping[Key, Raw] = field(default_factory=dict)
     jobs: Mapping[Key, Raw] = field(default_factory=dict)
     jobsets: Mapping[Key, Raw] = field(default_factory=dict)
     leaderworkersets: Mapping[Key, Raw] = field(default_factory=dict)
     pytorchjobs: Mapping[Key, Raw] = field(default_factory=dict)
+    claim_templates: Mapping[Key, int | str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,13 +135,64 @@ def owner_ref(ref: Raw) -> OwnerRef | None:
     return OwnerRef(text(ref.get("apiVersion")), kind, name, text(ref.get("uid")))
 
 
-def template_gpus(template: object, where: str, problems: list[str]) -> int:
-    """The GPUs a pod template (``{metadata, spec}``) asks for; 0 when none, a problem when not whole."""
+def claim_template_gpus(body: Raw, device_class: str = DRA_DEVICE_CLASS) -> int | str:
+    """The GPUs a ResourceClaimTemplate asks for (its requests of NVIDIA's GPU class, ``device_class``), or why
+    they cannot be counted."""
+    devices = mapping(mapping(mapping(body.get("spec")).get("spec")).get("devices"))
+    requests = devices.get("requests")
+    total = 0
+    for raw in requests if isinstance(requests, list) else ():
+        request = mapping(raw)
+        name = text(request.get("name"))
+        subrequests = request.get("firstAvailable")
+        if isinstance(subrequests, list) and any(
+            text(mapping(s).get("deviceClassName")) == device_class for s in subrequests
+        ):
+            return f"request {name} has subrequests of {device_class}: the GPU count is not known before allocation"
+        exactly = mapping(request.get("exactly"))
+        if text(exactly.get("deviceClassName")) != device_class:
+            continue
+        if exactly.get("allocationMode") == "All":
+            return f"request {name} asks for all devices of {device_class} on a node: no GPU count to plan"
+        count = exactly.get("count", 1)
+        found = as_int(count)
+        if found is None:
+            return f"request {name}: count {count!r} is not a whole number"
+        total += found
+    return total
+
+
+def _claimed_gpus(spec: Raw, namespace: str, owners: Owners, where: str, problems: list[str]) -> int:
+    """The GPUs of the claims a pod (template) spec makes from ResourceClaimTemplates (DRA mode only)."""
+    templates = owners.claim_templates
+    entries = spec.get("resourceClaims")
+    if templates is None or not isinstance(entries, list):
+        return 0
+    total = 0
+    for entry in entries:
+        name = text(mapping(entry).get("resourceClaimTemplateName"))
+        if not name:
+            continue
+        found = templates.get((namespace, name))
+        if found is None:
+            problems.append(f"{where}: ResourceClaimTemplate {namespace}/{name} is not read (yet)")
+        elif isinstance(found, str):
+            problems.append(f"{where}: ResourceClaimTemplate {namespace}/{name}: {found}")
+        else:
+            total += found
+    return total
+
+
+def template_gpus(template: object, where: str, problems: list[str], owners: Owners, namespace: str) -> int:
+    """The GPUs a pod template (``{metadata, spec}``) asks for: ``nvidia.com/gpu``, and in DRA mode those of the
+    claims it makes from templates; 0 when none, a problem when not whole or not known."""
+    spec = mapping(mapping(template).get("spec"))
     try:
-        return pod_gpus(mapping(mapping(template).get("spec"))) or 0
+        gpus = pod_gpus(spec) or 0
     except GpuCountError as error:
         problems.append(f"{where}: {error}")
-        return 0
+        gpus = 0
+    return gpus + _claimed_gpus(spec, namespace, owners, where, problems)
 
 
 def namespace_of(obj: Raw) -> str:
@@ -155,9 +211,9 @@ def completion_index(pod: Raw) -> int | None:
     return found if found is not None else as_int(annotations_of(pod).get(COMPLETION_INDEX))
 
 
-def own_gpus(pod: Raw, problems: list[str]) -> int:
+def own_gpus(pod: Raw, problems: list[str], owners: Owners) -> int:
     """The GPUs the pod itself asks for; 0 when none, a problem when not a whole number."""
-    return template_gpus(pod, "pod", problems)
+    return template_gpus(pod, "pod", problems, owners, namespace_of(pod))
 
 
 def owner_body(bodies: Mapping[Key, Raw], namespace: str, name: str) -> Raw | None:

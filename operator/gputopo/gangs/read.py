@@ -14,11 +14,21 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from gputopo.api.gpus import GpuCountError, pod_gpus
 from gputopo.api.group import ANNOTATION_GPUS, ANNOTATION_PLACEMENT_GENERATION, LABEL_JOB
 from gputopo.api.trainingjob import IntraNode
 from gputopo.gangs.annotations import ANNOTATION_GANG
-from gputopo.gangs.claims import Claim, Owners, Raw, annotations_of, as_int, labels_of, mapping, namespace_of, text
+from gputopo.gangs.claims import (
+    Claim,
+    Owners,
+    Raw,
+    annotations_of,
+    as_int,
+    labels_of,
+    mapping,
+    namespace_of,
+    template_gpus,
+    text,
+)
 from gputopo.gangs.model import GATE, NO_CONSTRAINTS, Declared, Gang, GangId, Member, Needs
 from gputopo.gangs.sources import DERIVED, EXPLICIT
 from gputopo.placement.template import TemplateError, pod_constraints
@@ -110,15 +120,11 @@ def _unschedulable_since(pod: Raw) -> datetime | None:
     return None
 
 
-def _member(pod: Raw, rank: int, problems: list[str]) -> Member:
+def _member(pod: Raw, rank: int, problems: list[str], owners: Owners) -> Member:
     meta, spec = mapping(pod.get("metadata")), mapping(pod.get("spec"))
     name = text(meta.get("name"))
     annotations = annotations_of(pod)
-    try:
-        gpus = pod_gpus(spec) or 0
-    except GpuCountError as error:
-        problems.append(f"pod {name}: {error}")
-        gpus = 0
+    gpus = template_gpus(pod, f"pod {name}", problems, owners, namespace_of(pod))
     try:
         constraints = pod_constraints(pod, "pod")
     except TemplateError as error:
@@ -158,12 +164,13 @@ class MemberMemo:
         self._last: dict[int, tuple[Raw, int, Member, tuple[str, ...]]] = {}
         self._now: dict[int, tuple[Raw, int, Member, tuple[str, ...]]] = {}
 
-    def member(self, pod: Raw, rank: int) -> tuple[Member, tuple[str, ...]]:
-        """The pod's member at ``rank`` and the problems reading it found."""
+    def member(self, pod: Raw, rank: int, owners: Owners) -> tuple[Member, tuple[str, ...]]:
+        """The pod's member at ``rank`` and the problems reading it found. Its ResourceClaimTemplates (read from
+        ``owners``) are taken as they were when the body was first read: a template's spec cannot change."""
         kept = self._last.get(id(pod))
         if kept is None or kept[0] is not pod or kept[1] != rank:
             problems: list[str] = []
-            kept = (pod, rank, _member(pod, rank, problems), tuple(problems))
+            kept = (pod, rank, _member(pod, rank, problems, owners), tuple(problems))
         self._now[id(pod)] = kept
         return kept[2], kept[3]
 
@@ -203,7 +210,7 @@ def read_gangs(pods: Iterable[Mapping[str, Any]], owners: Owners, memo: MemberMe
         else:
             name = text(mapping(pod.get("metadata")).get("name"))
             unclaimed.append(Refusal(namespace_of(pod), name, _UNCLAIMED))
-    gangs = tuple(_gang(gang, claimed, told.get(gang, []), memo) for gang, claimed in sorted(by_gang.items()))
+    gangs = tuple(_gang(gang, claimed, told.get(gang, []), owners, memo) for gang, claimed in sorted(by_gang.items()))
     if memo is not None:
         memo.done()
     return GangsRead(gangs, tuple(refused), tuple(unclaimed))
@@ -213,15 +220,17 @@ def _unique(lines: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(lines))
 
 
-def _read_member(pod: Raw, rank: int, problems: list[str], memo: MemberMemo | None) -> Member:
+def _read_member(pod: Raw, rank: int, problems: list[str], owners: Owners, memo: MemberMemo | None) -> Member:
     if memo is None:
-        return _member(pod, rank, problems)
-    member, found = memo.member(pod, rank)
+        return _member(pod, rank, problems, owners)
+    member, found = memo.member(pod, rank, owners)
     problems += found
     return member
 
 
-def _gang(gang: GangId, claimed: list[_Claimed], told: list[str], memo: MemberMemo | None = None) -> Gang:
+def _gang(
+    gang: GangId, claimed: list[_Claimed], told: list[str], owners: Owners, memo: MemberMemo | None = None
+) -> Gang:
     problems: list[str] = list(told)
     for c in claimed:
         problems += c.claim.problems
@@ -232,7 +241,7 @@ def _gang(gang: GangId, claimed: list[_Claimed], told: list[str], memo: MemberMe
     ranks = {id(c): c.claim.rank for c in claimed}
     for c in unranked:
         ranks[id(c)] = next(free)
-    members = tuple(_read_member(c.pod, ranks[id(c)] or 0, problems, memo) for c in claimed)
+    members = tuple(_read_member(c.pod, ranks[id(c)] or 0, problems, owners, memo) for c in claimed)
     claims = sorted((c.claim for c in claimed), key=lambda c: (c.rank is None, c.rank or 0))
     declared = _declared(claims, members, problems)
     live: dict[int, str] = {}

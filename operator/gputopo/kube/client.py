@@ -437,6 +437,30 @@ class KubeClient:
         namespace = body["metadata"]["namespace"]
         return await self._create("resourceclaims", "ResourceClaim", body, resource_path(namespace, "resourceclaims"))
 
+    async def patch_claim_json(
+        self, namespace: str, name: str, ops: Sequence[dict[str, Any]], *, status: bool = False
+    ) -> bool:
+        """Apply a JSON patch (RFC 6902) to a ResourceClaim, or with ``status`` to its status subresource (writing
+        ``status.allocation`` also needs ``resourceclaims/binding``); True when applied. False when the claim is
+        gone or one of the patch's ``test`` ops failed (the claim changed meanwhile); other refusals raise."""
+        path = resource_path(namespace, "resourceclaims", name) + ("/status" if status else "")
+        try:
+            await self._request(
+                f"patch ResourceClaim {namespace}/{name}{' status' if status else ''}",
+                "PATCH",
+                path,
+                body=list(ops),
+                content_type=JSON_PATCH,
+                params={"fieldManager": FIELD_MANAGER_OPERATOR},
+            )
+        except (NotFoundError, ConflictError):
+            return False
+        except ApiError as exc:
+            if _not_applicable(exc):
+                return False
+            raise
+        return True
+
     async def delete_claim(self, namespace: str, name: str) -> None:
         await self._request_unless(
             NotFoundError,

@@ -8,7 +8,7 @@ from typing import Any, cast
 import pytest
 
 from gputopo.control.facts import JobKey
-from gputopo.control.gangactions import Eviction, GangActions, Involved, PodPatch
+from gputopo.control.gangactions import ClaimAllocation, Eviction, GangActions, Involved, PodPatch
 from gputopo.controller.gangwriter import GangWritten, write_gang
 from gputopo.controller.gate import PriorityGate
 from gputopo.kube.client import EvictionOutcome, InvolvedObject, KubeClient
@@ -26,6 +26,7 @@ class RecordingClient:
         self.calls: list[tuple[Any, ...]] = []
         self.evictions: dict[str, EvictionOutcome | Exception] = {}
         self.patches: dict[str, bool | Exception] = {}
+        self.claims: dict[str, bool | Exception] = {}  # a claim's status patch answers this
         self.fail: dict[str, Exception] = {}
 
     def _maybe_fail(self, what: str) -> None:
@@ -54,6 +55,15 @@ class RecordingClient:
     async def patch_pod_json(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> bool:
         self.calls.append(("patch", name, ops))
         outcome = self.patches.get(name, True)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    async def patch_claim_json(
+        self, namespace: str, name: str, ops: list[dict[str, Any]], *, status: bool = False
+    ) -> bool:
+        self.calls.append(("claim-status" if status else "claim", name, ops))
+        outcome = self.claims.get(name, True) if status else True
         if isinstance(outcome, Exception):
             raise outcome
         return outcome
@@ -160,3 +170,44 @@ def test_an_event_that_cannot_be_posted_is_only_logged() -> None:
     client.fail["event"] = ApiError("event: 403 Forbidden", 403)
     written = write(client, actions())
     assert written.error is None and written.patched == ("js-w-0-0-x", "js-w-0-1-x")
+
+
+ALLOCATION = {"devices": {"results": []}}
+
+
+def claim(name: str, pod: str, **kw: Any) -> ClaimAllocation:
+    return ClaimAllocation(name, f"uid-{name}", pod, ALLOCATION, **kw)
+
+
+def test_claims_are_allocated_after_the_evictions_and_before_their_pods_are_let_go() -> None:
+    client = RecordingClient()
+    gang = actions(claims=[claim("c0", "js-w-0-0-x", finalizers=()), claim("c1", "js-w-0-1-x")])
+    written = write(client, gang)
+    assert kinds(client) == [
+        "create",
+        "status",
+        "evict",
+        "claim",
+        "claim-status",
+        "claim-status",
+        "patch",
+        "patch",
+        "event",
+    ]
+    assert written.allocated == ("c0", "c1") and written.patched == ("js-w-0-0-x", "js-w-0-1-x")
+    statuses = [call[2] for call in client.calls if call[0] == "claim-status"]
+    assert statuses[0][-1] == {"op": "add", "path": "/status/allocation", "value": ALLOCATION}
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [False, ApiError("patch ResourceClaim ml/c1 status: 403 Forbidden", 403, "Forbidden")],
+    ids=["changed", "refused"],
+)
+def test_a_pod_whose_claim_was_not_written_stays_gated(outcome: bool | Exception) -> None:
+    client = RecordingClient()
+    client.claims = {"c1": outcome}
+    written = write(client, actions(claims=[claim("c0", "js-w-0-0-x"), claim("c1", "js-w-0-1-x")]))
+    assert [call[1] for call in client.calls if call[0] == "patch"] == ["js-w-0-0-x"]
+    assert written.allocated == ("c0",) and "js-w-0-1-x" in written.patch_failed
+    assert (written.error is not None) == isinstance(outcome, Exception)

@@ -65,6 +65,6 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
         raw_shape = annotations.get(ANNOTATION_GPUS_PER_RANK)
         shape = _shape(raw_shape, size, problems) if raw_shape is not None else None
         if shape is None:  # the contract: every rank takes what the pod takes
-            shape = (own_gpus(pod, problems),) * size
+            shape = (own_gpus(pod, problems, owners),) * size
         declared = Declared(size, shape)
     return bare_claim(pod, GangId(namespace_of(pod), SOURCE, name), rank, declared, pod_needs, problems)

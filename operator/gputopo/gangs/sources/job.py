@@ -52,7 +52,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
         if text(controller_of(job).get("kind")) == "JobSet":
             return None
         size = pods_per_job(spec)
-        gpus = template_gpus(spec.get("template"), f"Job {namespace}/{owner.name}", problems)
+        gpus = template_gpus(spec.get("template"), f"Job {namespace}/{owner.name}", problems, owners, namespace)
         declared = Declared(size, (gpus,) * size) if size else None
     return Claim(
         GangId(namespace, SOURCE, owner.name),

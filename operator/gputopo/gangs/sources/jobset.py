@@ -69,7 +69,7 @@ def pods_per_job(job_spec: Raw) -> int:
 
 
 def _declared(
-    jobset: Raw, name: str, exclusive: str | None, problems: list[str]
+    jobset: Raw, name: str, exclusive: str | None, problems: list[str], owners: Owners, namespace: str
 ) -> tuple[Declared, dict[str, int], str | None]:
     """The JobSet's declaration, the first global rank of each replicated job, and its exclusive label."""
     shape: list[int] = []
@@ -86,7 +86,9 @@ def _declared(
         replicas = as_int(rjob.get("replicas"))
         replicas = 1 if replicas is None else replicas
         per_job = pods_per_job(job_spec)
-        gpus = template_gpus(job_spec.get("template"), f"JobSet {name}: spec.replicatedJobs[{i}]", problems)
+        gpus = template_gpus(
+            job_spec.get("template"), f"JobSet {name}: spec.replicatedJobs[{i}]", problems, owners, namespace
+        )
         own = annotations_of(template).get(EXCLUSIVE_KEY)
         if own and exclusive and own != exclusive:
             problems.append(
@@ -121,7 +123,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
     declared = None
     rank = None
     if jobset is not None:
-        declared, offsets, exclusive = _declared(jobset, name, exclusive, problems)
+        declared, offsets, exclusive = _declared(jobset, name, exclusive, problems, owners, namespace)
         owner = replace(owner, uid=text(mapping(jobset.get("metadata")).get("uid")) or owner.uid)
         spec = next((mapping(r) for r in _rjobs(jobset) if text(mapping(r).get("name")) == rjob_name), None)
         if spec is None or job_index is None or index is None:

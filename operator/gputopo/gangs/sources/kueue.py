@@ -58,6 +58,6 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
     if rank is None and annotations.get(POD_INDEX_LABEL_ANNOTATION):
         rank = as_int(labels.get(annotations[POD_INDEX_LABEL_ANNOTATION]))
     size = group_size(annotations.get(TOTAL_COUNT_ANNOTATION), f"annotation {TOTAL_COUNT_ANNOTATION}", problems)
-    declared = Declared(size, (own_gpus(pod, problems),) * size) if size else None
+    declared = Declared(size, (own_gpus(pod, problems, owners),) * size) if size else None
     gang = GangId(namespace_of(pod), SOURCE, name)
     return bare_claim(pod, gang, rank, declared, pod_needs, problems, uniform=declared is not None)

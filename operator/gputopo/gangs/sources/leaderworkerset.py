@@ -75,13 +75,17 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
         declared_size = as_int(template.get("size"))
         size = 1 if declared_size is None else declared_size
         where = f"LeaderWorkerSet {namespace}/{name}"
-        worker_gpus = template_gpus(template.get("workerTemplate"), f"{where}: workerTemplate", problems)
+        worker_gpus = template_gpus(
+            template.get("workerTemplate"), f"{where}: workerTemplate", problems, owners, namespace
+        )
         leader = template.get("leaderTemplate")
-        leader_gpus = template_gpus(leader, f"{where}: leaderTemplate", problems) if leader else worker_gpus
+        leader_gpus = (
+            template_gpus(leader, f"{where}: leaderTemplate", problems, owners, namespace) if leader else worker_gpus
+        )
         shape = (leader_gpus, *((worker_gpus,) * (size - 1))) if size else ()
         uniform = False
     elif size:
-        shape = (own_gpus(pod, problems),) * size
+        shape = (own_gpus(pod, problems, owners),) * size
     declared = None
     if size:
         declared = Declared(size, shape, ("leader", *(("worker",) * (size - 1))))

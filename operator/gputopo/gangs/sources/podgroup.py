@@ -97,10 +97,14 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
     uniform = job is None
     if job is not None:
         gpus = template_gpus(
-            mapping(job.get("spec")).get("template"), f"Job {namespace}/{owner.name if owner else ''}", problems
+            mapping(job.get("spec")).get("template"),
+            f"Job {namespace}/{owner.name if owner else ''}",
+            problems,
+            owners,
+            namespace,
         )
     else:
-        gpus = own_gpus(pod, problems)
+        gpus = own_gpus(pod, problems, owners)
     declared = None
     if not min_count:
         problems.append(f"{where}: spec.schedulingPolicy.gang.minCount is not a whole number ≥ 1")

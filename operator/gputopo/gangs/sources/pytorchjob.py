@@ -102,7 +102,9 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
                 continue
             replicas = as_int(specs[rt].get("replicas"))
             replicas = 1 if replicas is None else replicas
-            gpus = template_gpus(specs[rt].get("template"), f"PyTorchJob {namespace}/{name}: {rt}", problems)
+            gpus = template_gpus(
+                specs[rt].get("template"), f"PyTorchJob {namespace}/{name}: {rt}", problems, owners, namespace
+            )
             shape += [gpus] * replicas
             roles += [rt] * replicas
         declared = Declared(len(shape), tuple(shape), tuple(roles)) if shape else None
@@ -114,7 +116,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
             rank = index  # no RANK env: the controller sets it only when there is a Master
         size = as_int(_env(pod, "PET_NNODES") or "")
         if size:
-            declared = Declared(size, (own_gpus(pod, problems),) * size)
+            declared = Declared(size, (own_gpus(pod, problems, owners),) * size)
             uniform = True
     if rank is None:
         problems.append(f"pod of PyTorchJob {name}: replica type {rtype!r}, index {index} do not name a rank")
