@@ -303,13 +303,13 @@ class KubeClient:
 
     async def write_status(self, namespace: str, name: str, status: TrainingJobStatus) -> str:
         """Write the whole status; returns the new resourceVersion."""
+        what = f"status of TrainingJob {namespace}/{name}"
+        return await self._merge_patch(what, _job_path(namespace, name, "status"), status_patch(status))
+
+    async def _merge_patch(self, what: str, path: str, body: dict[str, Any]) -> str:
+        """A merge patch (a status, usually); returns the object's new resourceVersion."""
         result = await self._request(
-            f"status of TrainingJob {namespace}/{name}",
-            "PATCH",
-            _job_path(namespace, name, "status"),
-            body=status_patch(status),
-            content_type=MERGE,
-            params={"fieldManager": FIELD_MANAGER_OPERATOR},
+            what, "PATCH", path, body=body, content_type=MERGE, params={"fieldManager": FIELD_MANAGER_OPERATOR}
         )
         return str((result.get("metadata") or {}).get("resourceVersion", ""))
 
@@ -355,11 +355,16 @@ class KubeClient:
         """Apply a JSON patch (RFC 6902) to a pod; True when applied. False when the pod is gone, or the patch does
         not apply to it as it is now (one of its ``test`` ops failed, or a path it names is gone: the pod changed
         meanwhile), or a conflict; nothing was applied then. Other refusals (a change validation forbids) raise."""
+        return await self._json_patch(f"patch Pod {namespace}/{name}", _core_path(namespace, "pods", name), ops)
+
+    async def _json_patch(self, what: str, path: str, ops: Sequence[dict[str, Any]]) -> bool:
+        """A JSON patch (RFC 6902): True when applied; False when the object is gone, conflicts, or the patch does not
+        apply to it as it is now (``_not_applicable``); other refusals raise."""
         try:
             await self._request(
-                f"patch Pod {namespace}/{name}",
+                what,
                 "PATCH",
-                _core_path(namespace, "pods", name),
+                path,
                 body=list(ops),
                 content_type=JSON_PATCH,
                 params={"fieldManager": FIELD_MANAGER_OPERATOR},
@@ -411,15 +416,8 @@ class KubeClient:
     async def write_gang_placement_status(self, namespace: str, name: str, status: dict[str, Any]) -> str:
         """Write a GangPlacement's status (a merge patch of the status subresource: a field None in ``status`` is
         removed, a list replaced); returns the new resourceVersion. NotFoundError when there is no such record."""
-        result = await self._request(
-            f"status of GangPlacement {namespace}/{name}",
-            "PATCH",
-            gang_placement_path(namespace, name, "status"),
-            body={"status": status},
-            content_type=MERGE,
-            params={"fieldManager": FIELD_MANAGER_OPERATOR},
-        )
-        return str((result.get("metadata") or {}).get("resourceVersion", ""))
+        what = f"status of GangPlacement {namespace}/{name}"
+        return await self._merge_patch(what, gang_placement_path(namespace, name, "status"), {"status": status})
 
     async def delete_gang_placement(self, namespace: str, name: str) -> None:
         await self._request_unless(
@@ -444,22 +442,7 @@ class KubeClient:
         ``status.allocation`` also needs ``resourceclaims/binding``); True when applied. False when the claim is
         gone or one of the patch's ``test`` ops failed (the claim changed meanwhile); other refusals raise."""
         path = resource_path(namespace, "resourceclaims", name) + ("/status" if status else "")
-        try:
-            await self._request(
-                f"patch ResourceClaim {namespace}/{name}{' status' if status else ''}",
-                "PATCH",
-                path,
-                body=list(ops),
-                content_type=JSON_PATCH,
-                params={"fieldManager": FIELD_MANAGER_OPERATOR},
-            )
-        except (NotFoundError, ConflictError):
-            return False
-        except ApiError as exc:
-            if _not_applicable(exc):
-                return False
-            raise
-        return True
+        return await self._json_patch(f"patch ResourceClaim {namespace}/{name}{' status' if status else ''}", path, ops)
 
     async def delete_claim(self, namespace: str, name: str) -> None:
         await self._request_unless(
