@@ -14,6 +14,7 @@ __all__ = [
     "HEALTHY",
     "INVALID",
     "PLACED",
+    "PREEMPTED",
     "SUCCEEDED",
     "Condition",
     "set_condition",
@@ -25,6 +26,7 @@ INVALID: Final = "Invalid"  # the spec, or the pods it makes, cannot be run as w
 DEGRADED: Final = "Degraded"  # a part under the gang failed and the job runs on (tolerated, or waiting)
 SUCCEEDED: Final = "Succeeded"
 FAILED: Final = "Failed"
+PREEMPTED: Final = "Preempted"  # True while the job waits after a higher-priority gang preempted it
 GPUS_AS_PLANNED: Final = "GpusAsPlanned"  # the pods hold the planned GPUs: Unknown until every rank is reported
 # A NodeTopology's condition type.
 HEALTHY: Final = "Healthy"

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from gputopo.api.base import NamespacedObject, StatusModel
 from gputopo.api.conditions import Condition
+from gputopo.api.preemption import NominationStatus, PreemptionStatus
 
 __all__ = [
     "MAX_GANG_SIZE",
@@ -51,6 +52,7 @@ class GangPhase(StrEnum):
     UNPLACEABLE = "Unplaceable"  # no placement meets its needs now; retried as the cluster changes
     REFUSED = "Refused"  # the gang cannot be run as declared (the message names the field or annotation)
     RELEASED = "Released"  # its pods are gone or finished; the GPUs are free again
+    PREEMPTED = "Preempted"  # a higher-priority gang preempted it: its pods evicted, it waits to be placed again
 
 
 class GangOwner(StatusModel):
@@ -136,7 +138,8 @@ class GangPlacementStatus(StatusModel):
         description=(
             "Pending: seen, not planned yet; Planned: a plan holds its GPUs; Running: every rank runs as planned; "
             "Restarting: a fault under it, its pods evicted for the owner to recreate; Unplaceable: no placement "
-            "meets its needs now; Refused: it cannot run as declared; Released: its pods are gone."
+            "meets its needs now; Refused: it cannot run as declared; Released: its pods are gone; Preempted: a "
+            "higher-priority gang preempted it, and it waits to be placed again."
         ),
     )
     message: str = Field(default="", max_length=4096, description="Why the gang is in its phase, for people.")
@@ -180,6 +183,10 @@ class GangPlacementStatus(StatusModel):
     last_restart_reason: str = Field(default="", max_length=1024)
     planned_at: datetime | None = Field(default=None, description="When the current plan was made.")
     placed_at: datetime | None = Field(default=None, description="When every rank of the plan was running.")
+    nomination: NominationStatus | None = Field(
+        default=None, description="GPUs held for the gang while the gangs it preempts terminate."
+    )
+    preemption: PreemptionStatus | None = Field(default=None, description="How the gang was preempted, if it was.")
     conditions: list[Condition] = Field(
         default_factory=list,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},

@@ -8,6 +8,7 @@ from pydantic import Field, field_validator
 
 from gputopo.api.base import ApiModel, NamespacedObject, StatusModel
 from gputopo.api.conditions import Condition
+from gputopo.api.preemption import NominationStatus, PreemptionStatus
 
 __all__ = [
     "MAX_GPUS_PER_WORKER",
@@ -19,6 +20,7 @@ __all__ = [
     "JobPhase",
     "LinkFailureAction",
     "PlacementStatus",
+    "PreemptionTerms",
     "RunPolicy",
     "TopologyRequirements",
     "TrainingJob",
@@ -154,6 +156,15 @@ class RunPolicy(ApiModel):
     )
 
 
+class PreemptionTerms(ApiModel):
+    """Whether and when the job may be a victim of a higher-priority gang."""
+
+    preemptible: bool = Field(default=True, description="False: never preempted, whatever the priority.")
+    min_runtime_seconds: int = Field(
+        default=0, ge=0, le=31_536_000, description="Not preempted within this many seconds of its (re)start."
+    )
+
+
 class TrainingJobSpec(ApiModel):
     model_config = ApiModel.model_config | {
         "json_schema_extra": {
@@ -174,6 +185,11 @@ class TrainingJobSpec(ApiModel):
                     "message": "topology.sliceSize must divide workers: every NVLink domain takes whole slices",
                     "fieldPath": ".topology.sliceSize",
                 },
+                {
+                    "rule": "!has(self.priority) || !has(self.priorityClassName)",
+                    "message": "set priorityClassName or the deprecated priority, not both",
+                    "fieldPath": ".priority",
+                },
             ]
         }
     }
@@ -189,7 +205,22 @@ class TrainingJobSpec(ApiModel):
     topology: TopologyRequirements = Field(default_factory=TopologyRequirements)
     gpu: GpuRequirements = Field(default_factory=GpuRequirements)
     failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
-    priority: int = Field(default=0, ge=-1000, le=1000, description="Higher runs first.")
+    priority_class_name: str | None = Field(
+        default=None,
+        max_length=253,
+        description=(
+            "The PriorityClass whose value orders the queue (higher first) and whose preemptionPolicy says whether "
+            "the job may preempt lower-priority gangs; its pods get it too. Without it the cluster's globalDefault "
+            "class applies, else priority 0."
+        ),
+    )
+    priority: int | None = Field(
+        default=None,
+        ge=-1000,
+        le=1000,
+        description="Deprecated: use priorityClassName. A priority value of its own, used when no class is named.",
+    )
+    preemption: PreemptionTerms = Field(default_factory=PreemptionTerms)
     run_policy: RunPolicy = Field(default_factory=RunPolicy)
 
     @field_validator("template")
@@ -228,6 +259,10 @@ class TrainingJobStatus(StatusModel):
     start_time: datetime | None = None
     completion_time: datetime | None = None
     last_restart_time: datetime | None = None
+    nomination: NominationStatus | None = Field(
+        default=None, description="GPUs held for the job while the gangs it preempts terminate."
+    )
+    preemption: PreemptionStatus | None = Field(default=None, description="How the job was preempted, if it was.")
 
 
 class TrainingJob(NamespacedObject):

@@ -114,7 +114,10 @@ def plan(
     priority_class: str | None = typer.Option(
         None,
         "--priority-class",
-        help="The job's priority class, by a name of the cluster file's priorityClasses (default: spec.priority).",
+        help=(
+            "The job's priority class, by a name of the cluster file's priorityClasses "
+            "(default: its spec.priorityClassName, else spec.priority)."
+        ),
     ),
 ) -> None:
     """Place one job and explain it (or why it cannot be placed)."""
@@ -129,7 +132,8 @@ def plan(
             show_gang_plan(gang, held, gpu_allocation.gpu_choice, as_json=as_json)
             return
         request, body = _request(job, documents, state.snapshot, gpu_allocation)
-        wanted = preemptor(state, request, body.spec.priority, priority_class) if preempt else None
+        named = priority_class or body.spec.priority_class_name
+        wanted = preemptor(state, request, body.spec.priority or 0, named) if preempt else None
     except CliError as error:
         fail(str(error))
     # GPUs nominated to other gangs are not this job's to take.

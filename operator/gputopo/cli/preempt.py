@@ -29,7 +29,9 @@ def preemptor(state: ClusterState, request: Request, priority: int, priority_cla
     found = state.classes.get(priority_class)
     if found is None:
         known = ", ".join(state.classes) or "none in the cluster file"
-        raise CliError(f"--priority-class: unknown priority class {priority_class!r}; known: {known}")
+        raise CliError(
+            f"priority class {priority_class!r} is not in the cluster file's priorityClasses; known: {known}"
+        )
     return Preemptor(request, found.value, found.policy)
 
 

@@ -23,6 +23,7 @@ from gputopo.api.group import (
     LABEL_RANK,
 )
 from gputopo.api.nodepodgpus import PodGpus
+from gputopo.api.preemption import ANNOTATION_CHECKPOINT_TIME
 from gputopo.api.trainingjob import TrainingJobSpec, TrainingJobStatus
 from gputopo.placement.constraints import Taint
 from gputopo.topology.model import Topology
@@ -239,6 +240,7 @@ class JobFacts:
     status: TrainingJobStatus
     spec_error: str = ""
     deleting: bool = False
+    checkpoint_time: datetime | None = None  # gputopo.io/checkpoint-time: what a restart resumes from
 
     @property
     def key(self) -> JobKey:
@@ -276,4 +278,5 @@ def job_facts(body: Mapping[str, Any]) -> JobFacts:
         status=status,
         spec_error=error,
         deleting=bool(meta.get("deletionTimestamp")),
+        checkpoint_time=parse_time(_dict(meta.get("annotations")).get(ANNOTATION_CHECKPOINT_TIME)),
     )

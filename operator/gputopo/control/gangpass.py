@@ -35,6 +35,7 @@ class GangInput:
     bodies: Mapping[str, Mapping[str, Any]]
     planner: GangPlanner
     arrival_timeout: float = 300.0
+    requester: Callable[[Gang], Request | None] | None = None  # the gang as one request, to preempt for it
 
 
 @dataclass

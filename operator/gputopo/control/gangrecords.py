@@ -12,9 +12,12 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
+
+from pydantic import ValidationError
 
 from gputopo.api.group import API_VERSION
+from gputopo.api.preemption import NominationStatus, PreemptionStatus
 from gputopo.control.facts import JobKey, parse_time
 from gputopo.control.ledger import PlannedGang
 from gputopo.gangs.model import Gang, GangId
@@ -35,6 +38,7 @@ KIND: Final = "GangPlacement"
 PLURAL: Final = "gangplacements"
 _SOURCES: Final = ("podgroup", "gputopo", "kueue", "jobset", "leaderworkerset", "pytorchjob", "job")
 _NAME_LIMIT: Final = 253
+M = TypeVar("M", NominationStatus, PreemptionStatus)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +68,8 @@ class GangRecord:
     tier: int | None = None
     missing: tuple[int, ...] = ()
     released_with: int | None = None  # live members when the plan was released for want of the rest
+    nomination: NominationStatus | None = None  # GPUs held for the gang while its victims terminate
+    preemption: PreemptionStatus | None = None  # how it was preempted, if it was
 
     @property
     def plan(self) -> dict[int, RankPlan]:
@@ -139,7 +145,18 @@ def record_facts(body: Mapping[str, Any]) -> GangRecord | None:
         tier=tier if isinstance(tier, int) else None,
         missing=tuple(r for r in missing if isinstance(r, int)),
         released_with=released if isinstance(released, int) else None,
+        nomination=_model(NominationStatus, status.get("nomination")),
+        preemption=_model(PreemptionStatus, status.get("preemption")),
     )
+
+
+def _model(kind: type[M], raw: Any) -> M | None:
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return kind.model_validate(raw)
+    except ValidationError:
+        return None
 
 
 def record_body(gang: Gang) -> dict[str, Any]:
@@ -196,15 +213,18 @@ def status_of(record: GangRecord, **changes: Any) -> dict[str, Any]:
         "lastRestartReason": r.last_restart_reason or None,
         "plannedAt": r.planned_at.isoformat() if r.planned_at else None,
         "releasedWith": r.released_with,
+        "nomination": r.nomination.to_api() if r.nomination is not None else None,
+        "preemption": r.preemption.to_api() if r.preemption is not None else None,
     }
 
 
 def planned_from_records(records: Iterable[GangRecord], skip: Sequence[JobKey] = ()) -> list[PlannedGang]:
     """The plans the records hold, for the snapshot: every rank's GPUs, its pod bound or not. A Released record
-    holds none (it may still say where its ended pods ran)."""
+    holds none (it may still say where its ended pods ran), nor does a Preempted one (its pods are being evicted,
+    and the GPUs are held for its preemptor by the preemptor's nomination)."""
     skipped = set(skip)
     return [
         PlannedGang(r.key, r.generation, tuple((p.node, p.gpus) for p in r.ranks))
         for r in records
-        if r.ranks and r.phase != "Released" and r.key not in skipped
+        if r.ranks and r.phase not in ("Released", "Preempted") and r.key not in skipped
     ]

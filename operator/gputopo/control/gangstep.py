@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from gputopo.api.preemption import MAX_NAMED, PreemptionStatus
 from gputopo.api.trainingjob import WorkerPlacement
 from gputopo.control.dra import GpuAllocation
 from gputopo.control.facts import JobKey
@@ -31,7 +32,7 @@ from gputopo.gangs.model import Gang, Member
 from gputopo.gangs.steer import NotGatedError, release_patch, steer_patch
 from gputopo.placement.types import Placement, Unplaceable
 
-__all__ = ["GangStep", "Phase", "Pin", "involved", "pinner", "settle", "step"]
+__all__ = ["GangStep", "Phase", "Pin", "involved", "pinner", "preempt", "settle", "step"]
 
 # In DRA mode: from a gated pod's body, its planned node and GPUs, the allocations of its claims (``gangdra``).
 Pin = Callable[[Mapping[str, Any], str, tuple[int, ...]], Pinned | Waiting | Unpinned]
@@ -45,6 +46,7 @@ class Phase:
     UNPLACEABLE = "Unplaceable"
     REFUSED = "Refused"
     RELEASED = "Released"
+    PREEMPTED = "Preempted"
 
 
 @dataclass
@@ -200,7 +202,7 @@ def _decide(
             return _fault(gang, rec, faults, actions)
         return _held(gang, rec, bodies, now, (arrival_timeout, config.unschedulable_timeout), actions, recheck, pin)
     if not live:
-        if rec.phase in (Phase.RESTARTING, Phase.RELEASED):
+        if rec.phase in (Phase.RESTARTING, Phase.RELEASED, Phase.PREEMPTED):
             return GangStep(actions, rec)  # evicted (their owner makes them again), or ended
         return GangStep(actions, replace(rec, phase=Phase.PENDING, message="no pod of the gang exists", missing=()))
     stay = _evict_again(gang, rec, actions)
@@ -312,9 +314,9 @@ def _unstick(gang: Gang, rec: GangRecord, stuck: dict[int, Member], actions: Gan
 
 
 def _evict_again(gang: Gang, rec: GangRecord, actions: GangActions) -> GangStep | None:
-    """A restarting gang whose evicted pods still run (a PodDisruptionBudget held them): evict them again and
-    plan nothing until they are gone."""
-    if rec.phase != Phase.RESTARTING:
+    """A restarting or preempted gang whose evicted pods still run (a PodDisruptionBudget held them, or the operator
+    stopped before it evicted them all): evict them again and plan nothing until they are gone."""
+    if rec.phase not in (Phase.RESTARTING, Phase.PREEMPTED):
         return None
     running = [m for m in _live(gang).values() if not m.gated]
     if not running:
@@ -361,6 +363,31 @@ def _fault(gang: Gang, rec: GangRecord, faults: list[Fault], actions: GangAction
     return GangStep(actions, record, avoid_nodes=nodes, restarted=reason)
 
 
+def preempt(gang: Gang, done: GangStep, by: str, message: str, now: datetime) -> bool:
+    """End the gang for the higher-priority gang ``by``: every pod that runs is evicted through the Eviction API
+    (its own grace period, its PodDisruptionBudget) for its owner to make again, gated; the plan is given up and
+    the gang waits, ``Preempted``, to be placed again. No restart is counted. False when it holds no plan."""
+    rec = done.record
+    if not rec.ranks:
+        return False
+    done.actions.evictions.extend(Eviction(m.pod, m.uid) for m in _live(gang).values() if not m.gated)
+    before = rec.preemption or PreemptionStatus()
+    by_now = [*(b for b in before.preempted_by if b != by), by][-MAX_NAMED:]
+    record = replace(
+        rec,
+        ranks=(),
+        phase=Phase.PREEMPTED,
+        message=message,
+        missing=(),
+        preemption=PreemptionStatus(count=before.count + 1, last_preempted_at=now, preempted_by=by_now),
+    )
+    done.record = record
+    done.wants_ranks = ()
+    done.actions.status = status_of(record)
+    done.actions.event(involved(gang), "Warning", "GangPreempted", message)
+    return True
+
+
 def settle(
     gang: Gang,
     done: GangStep,
@@ -390,6 +417,7 @@ def settle(
         bottleneck=result.bottleneck,
         tier=result.tier,
         released_with=None,
+        nomination=None,
     )
     record = _with_pods(record, gang)
     waiting = _steer(gang, record, bodies, done.pin, actions)

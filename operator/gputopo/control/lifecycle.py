@@ -21,10 +21,12 @@ from gputopo.api.conditions import (
     GPUS_AS_PLANNED,
     INVALID,
     PLACED,
+    PREEMPTED,
     SUCCEEDED,
     Condition,
     set_condition,
 )
+from gputopo.api.preemption import MAX_NAMED, PreemptionStatus
 from gputopo.api.trainingjob import JobPhase, PlacementStatus, TrainingJobSpec, TrainingJobStatus, WorkerPlacement
 from gputopo.control.actions import JobActions, PodDeletion
 from gputopo.control.bandwidth import estimate_workers
@@ -33,12 +35,23 @@ from gputopo.control.facts import JobFacts, PodFacts
 from gputopo.control.failure import Action, backoff_delay, decide, faults_under
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.pods import is_gang, owner_reference, pod_manifest, pod_name, service_manifest
+from gputopo.control.priority import job_priority
 from gputopo.control.validation import problems
 from gputopo.control.view import ClusterView
 from gputopo.placement.types import GpuChoice, Placement, TierConfig, Unplaceable
 from gputopo.topology.views import nearest_nics
 
-__all__ = ["GPUS_AS_PLANNED", "POD_REFUSED", "Config", "JobStep", "Restart", "settle", "step", "unreadable"]
+__all__ = [
+    "GPUS_AS_PLANNED",
+    "POD_REFUSED",
+    "Config",
+    "JobStep",
+    "Restart",
+    "preempt",
+    "settle",
+    "step",
+    "unreadable",
+]
 
 # The Invalid condition's reason when the API server refused the gang's pods (recorded per generation).
 POD_REFUSED = "PodRefused"
@@ -202,6 +215,8 @@ def step(
         return _done(s)
 
     found = problems(job, config.tiers)
+    if job.spec is not None and (unknown := job_priority(job.spec, view.priority_classes).problem):
+        found.append(unknown)
     if found:
         if s.condition(INVALID, True, "InvalidSpec", "; ".join(found)):
             out.actions.event("Warning", "InvalidSpec", "; ".join(found))
@@ -637,6 +652,9 @@ def settle(
         f"bottleneck {placement.bottleneck}"
     )
     s.condition(PLACED, True, "Placed", message)
+    status.nomination = None
+    if s.is_true(PREEMPTED):
+        s.condition(PREEMPTED, False, "PlacedAgain", f"placed again as generation {placement.generation}")
     s.condition(
         GPUS_AS_PLANNED, None, "AwaitingReport", f"generation {placement.generation} is not yet reported by the probes"
     )
@@ -644,6 +662,38 @@ def settle(
     if not out.old_pods_left:
         _create_gang(s, spec, placement, placement.workers)
     return PlannedGang(job.key, placement.generation, tuple((w.node, tuple(w.gpus)) for w in placement.workers), now)
+
+
+def preempt(
+    job: JobFacts,
+    out: JobStep,
+    pods: Sequence[PodFacts],
+    now: datetime,
+    view: ClusterView,
+    config: Config,
+    by: str,
+    message: str,
+) -> bool:
+    """End the job's gang for the higher-priority gang ``by``, as a victim is ended: its pods deleted with the job's
+    grace period (its time to checkpoint), its plan given up, and the job queued again with ``Preempted=True``
+    naming the preemptor. Its restart budget is not charged. False when the job holds no plan to give up."""
+    s = _Step(job, now, view, config, out)
+    status = s.status
+    if _placed(status) is None or job.spec is None or job.status.phase in TERMINAL:
+        return False
+    ours = [p for p in pods if p.owner_uid == job.uid]
+    s.delete(ours, _grace_for(ours, view, job.spec))
+    before = status.preemption or PreemptionStatus()
+    by_now = [*(b for b in before.preempted_by if b != by), by][-MAX_NAMED:]
+    status.preemption = PreemptionStatus(count=before.count + 1, last_preempted_at=now, preempted_by=by_now)
+    s.clear_placement()
+    status.phase = JobPhase.RESCHEDULING if status.restarts else JobPhase.PENDING
+    s.condition(PREEMPTED, True, "Preempted", message)
+    s.condition(PLACED, False, "Preempted", message)
+    out.actions.event("Warning", "Preempted", message)
+    out.old_pods_left = True
+    out.wants_placement = False  # queued again by the next pass, behind its preemptor's nomination
+    return True
 
 
 def unreadable(job: JobFacts, now: datetime, error: Exception, view: ClusterView, config: Config) -> JobStep:

@@ -137,6 +137,8 @@ def pod_manifest(
     if is_gang(spec):
         pod_spec["subdomain"] = job
     pod_spec.setdefault("restartPolicy", "Never")
+    if spec.priority_class_name:
+        pod_spec["priorityClassName"] = spec.priority_class_name  # the API server gives the pods its value
     pod_spec["hostname"] = name
     _with_node_affinity(pod_spec, worker.node)
 

@@ -10,6 +10,9 @@ that are left for the next pass, which then starts at once. The plans made so fa
 while the rest are still being planned, instead of every job of a long queue waiting for the whole queue to
 be planned. Which job gets what does not change: the next pass sees the same queue, in the same order, with
 these placements reserved.
+
+GPUs nominated to a preemptor are held in the snapshot the queue is given; only that preemptor's view has them
+free (``QueuedJob.nominated``).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class QueuedJob:
     request: Request
     avoid_nodes: frozenset[str] = frozenset()
     planner: Callable[[Snapshot], Placement | Unplaceable] | None = None
+    nominated: Placement | None = None  # GPUs the snapshot holds for it alone (a preemption's nomination)
 
     @property
     def name(self) -> str:
@@ -114,12 +118,13 @@ def drain(
                 if on_outcome is not None:
                     on_outcome(outcomes[-1])
                 continue
-        view = _without(snapshot, queued.avoid_nodes) if queued.avoid_nodes else snapshot
+        own = snapshot.release(queued.nominated) if queued.nominated is not None else snapshot
+        view = _without(own, queued.avoid_nodes) if queued.avoid_nodes else own
         start = clock() if clock else 0.0
         result = queued.planner(view) if queued.planner is not None else place(view, queued.request)
         spent = (clock() - start) if clock else 0.0
         if isinstance(result, Placement):
-            snapshot = snapshot.reserve(result)
+            snapshot = own.reserve(result)
             placed += 1
         elif head is None:
             head = queued

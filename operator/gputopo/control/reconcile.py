@@ -18,11 +18,15 @@ from gputopo.control.gangactions import GangActions
 from gputopo.control.gangpass import GangInput, GangPass
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.lifecycle import TERMINAL, Config, JobStep, settle, step, unreadable
+from gputopo.control.preemptions import PreemptionSettings
+from gputopo.control.preemptpass import Ended, PreemptionPass
+from gputopo.control.priority import job_priority
 from gputopo.control.quarantine import Quarantine
 from gputopo.control.queue import Limits, Outcome, QueuedJob, drain
 from gputopo.control.view import ClusterView, build_snapshot
 from gputopo.control.warmup import warm, warm_shapes
 from gputopo.placement.cache import PlacementCache
+from gputopo.placement.preemption import Nomination
 from gputopo.placement.types import Placement, Policy, Request, Snapshot
 from gputopo.topology.model import Topology
 
@@ -71,6 +75,7 @@ class PassInput:
     readings: Sequence[Reading] = ()
     cache: PlacementCache | None = None
     gangs: GangInput | None = None  # the gangs gputopo places without owning them
+    nominated: Mapping[JobKey, tuple[Nomination, datetime]] = field(default_factory=dict)  # decided, not read back
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +88,7 @@ class PassRules:
     place: Policy
     limits: Limits = field(default_factory=Limits)
     restarts_first: bool = False
+    preemption: PreemptionSettings | None = None  # None: gputopo never preempts
 
 
 @dataclass
@@ -99,6 +105,8 @@ class PassResult:
     warmed: int = 0  # job shapes the planner decided ahead (nothing to place, nothing busy)
     gang_actions: list[GangActions] = field(default_factory=list)  # the foreign gangs' writes
     gang_plans: list[PlannedGang] = field(default_factory=list)  # their new plans, for the ledger
+    preempted: list[Ended] = field(default_factory=list)  # the victims ended this pass
+    nominated: dict[JobKey, tuple[Nomination, datetime]] = field(default_factory=dict)  # for the next pass
 
 
 def planned_from_status(statuses: Iterable[tuple[JobKey, TrainingJobStatus]]) -> list[PlannedGang]:
@@ -152,6 +160,7 @@ def run_pass(
             facts.quarantine.observe(node, topology, facts.now)
     state = _PassState(facts, rules, on_placed)
     state.step_all()
+    state.carry_out()
     if state.queued and rules.restarts_first and state.out.restarts:
         state.out.wake_at = facts.now
     elif state.queued:
@@ -184,6 +193,22 @@ class _PassState:
         self.waiting = [(key, facts.jobs[key]) for key in facts.busy if key in facts.jobs]
         self.handed: set[JobKey] = set()  # placed jobs whose actions went to on_placed
         self.gangs = GangPass(facts.gangs) if facts.gangs is not None else None
+        self.preemption = (
+            PreemptionPass(
+                rules.preemption,
+                facts.jobs,
+                facts.job_pods,
+                self.steps,
+                self.gangs,
+                facts.view,
+                rules.config,
+                facts.now,
+                pending=facts.nominated,
+            )
+            if rules.preemption is not None and rules.preemption.enabled
+            else None
+        )
+        self.nominations: dict[JobKey, Nomination] = {}
 
     def step_all(self) -> None:
         facts, config, out, now = self.facts, self.rules.config, self.out, self.facts.now
@@ -215,7 +240,7 @@ class _PassState:
                 self.queued.append(
                     QueuedJob(
                         key,
-                        job.spec.priority,
+                        job_priority(job.spec, facts.view.priority_classes).value,
                         job.created or now,
                         Request.from_spec(job.spec, name=job.name, gpu_choice=config.gpu_choice),
                         facts.avoid.get(key, frozenset()) | result.avoid_nodes,
@@ -241,10 +266,22 @@ class _PassState:
             planned += self.gangs.held()
         return build_snapshot(facts.view, planned, self.rules.config.tiers, facts.quarantine, facts.now, facts.cache)
 
+    def carry_out(self) -> None:
+        """The nominations the statuses record read, and the victims they name ended (``preemptions``)."""
+        if self.preemption is not None:
+            self.nominations = self.preemption.read()
+            self.preemption.carry_out()
+
     def drain(self) -> None:
-        outcomes, _ = drain(
-            self.snapshot(), self.queued, self.rules.place, self.facts.now, self.rules.limits, self.settled
+        snapshot, preemption = self.snapshot(), self.preemption
+        if preemption is not None and self.nominations:
+            snapshot = preemption.hold(snapshot, self.nominations, self.queued)
+        outcomes, after = drain(
+            snapshot, self.queued, self.rules.place, self.facts.now, self.rules.limits, self.settled
         )
+        if preemption is not None:
+            placed = {o.queued.key for o in outcomes if isinstance(o.result, Placement)}
+            preemption.decide(after, outcomes, placed, set(self.nominations) - preemption.lapsed)
         self.out.outcomes = outcomes
         deferred = len(self.queued) - len(outcomes)
         if deferred:
@@ -277,6 +314,10 @@ class _PassState:
     def report(self) -> None:
         """Each stepped job's phase counted, and its actions (its status when it changed) in the result."""
         out = self.out
+        if self.preemption is not None:
+            out.preempted = self.preemption.ended
+            placed = {o.queued.key for o in out.outcomes if isinstance(o.result, Placement)}
+            out.nominated = self.preemption.carried(placed)
         if self.gangs is not None:
             out.gang_actions = self.gangs.actions()
             out.gang_plans = self.gangs.plans

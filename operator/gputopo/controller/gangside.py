@@ -24,7 +24,7 @@ from gputopo.controller.gangwriter import GangWritten, write_gang
 from gputopo.controller.gate import PriorityGate
 from gputopo.gangs.claims import Owners
 from gputopo.gangs.model import Gang
-from gputopo.gangs.planning import plan_gang
+from gputopo.gangs.planning import plan_gang, preemptor_request
 from gputopo.gangs.read import MemberMemo, Refusal, read_gangs
 from gputopo.gangs.steer import NotGatedError, release_patch
 from gputopo.kube.client import KubeClient
@@ -94,7 +94,14 @@ class GangSide:
             return plan if isinstance(plan, Unplaceable) else plan.placement
 
         gangs = {JobKey(g.id.key): g for g in found.gangs}
-        return GangInput(gangs, records, bodies, planner, self.arrival_timeout)
+        return GangInput(
+            gangs,
+            records,
+            bodies,
+            planner,
+            self.arrival_timeout,
+            requester=lambda gang: preemptor_request(gang, tiers, gpu_choice),
+        )
 
     def _freshest(self, watched: GangRecord) -> GangRecord:
         mine = self.written.get(watched.key)

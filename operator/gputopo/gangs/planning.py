@@ -28,7 +28,7 @@ from gputopo.placement.types import (
     plural,
 )
 
-__all__ = ["GangPlan", "Tiers", "Unit", "plan_gang", "resolve", "units"]
+__all__ = ["GangPlan", "Tiers", "Unit", "plan_gang", "preemptor_request", "resolve", "units"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +226,35 @@ def _domain_parts(snapshot: Snapshot, tier: int, gpus: int) -> list[Snapshot]:
     free = {d: sum(len(snapshot.nodes[i].free_gpus) for i in nodes) for d, nodes in members.items()}
     order = sorted((d for d in members if free[d] >= gpus), key=lambda d: (-free[d], d))
     return [snapshot.part(members[d]) for d in order]
+
+
+def preemptor_request(gang: Gang, tiers: TierConfig, gpu_choice: GpuChoice = GpuChoice.PLANNED) -> Request | None:
+    """The gang as one request, for the preemption search: its GPU ranks of one shape with its needs. None for a
+    gang of several shapes or exclusive parts (its plan is more than one request), or one that cannot be planned."""
+    if gang.problems or gang.declared is None:
+        return None
+    resolved = resolve(gang.needs, tiers)
+    if isinstance(resolved, tuple):
+        return None
+    planned = units(gang.declared, gang.needs.exclusive_label is not None)
+    if len(planned) != 1 or planned[0].part:
+        return None
+    unit, needs = planned[0], gang.needs
+    pod = _constraints(gang, unit)
+    return Request(
+        workers=len(unit.ranks),
+        gpus_per_worker=unit.gpus,
+        name=f"{gang.id}",
+        intra_node=needs.intra_node,
+        min_busbw_gbps=needs.min_busbw_gbps,
+        required_tier=resolved.required,
+        preferred_tier=resolved.preferred,
+        node_selector=pod.node_selector,
+        affinity_terms=pod.affinity_terms,
+        tolerations=pod.tolerations,
+        slice_size=needs.slice_size,
+        gpu_choice=gpu_choice,
+    )
 
 
 def plan_gang(

@@ -157,5 +157,6 @@ def test_unknown_priority_class_option(tmp_path: Path) -> None:
     result = runner.invoke(app, [*_files(tmp_path), "--preempt", "--priority-class", "gold"])
     assert result.exit_code == 2
     assert (
-        result.stderr.strip() == "error: --priority-class: unknown priority class 'gold'; known: research, prod, urgent"
+        result.stderr.strip()
+        == "error: priority class 'gold' is not in the cluster file's priorityClasses; known: research, prod, urgent"
     )

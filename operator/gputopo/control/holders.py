@@ -1,0 +1,134 @@
+"""The gangs that hold GPUs, as preemption reads them: priority, when their work started, what protects them.
+
+A TrainingJob holds its plan from its status; its terms are its spec's (``preemption``), its priority its class's,
+its checkpoint the ``gputopo.io/checkpoint-time`` annotation. A foreign gang holds its record's plan; its priority
+and ``preemptionPolicy`` are its pods' (the API server resolved them from their PriorityClass), and its terms are
+annotations on its pods. A gang of bare pods is never a victim unless it may be evicted
+(``gputopo.io/evict-bare-pods``): nobody would make its pods again. Reading never raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from gputopo.api.preemption import (
+    ANNOTATION_CHECKPOINT_TIME,
+    ANNOTATION_MIN_RUNTIME,
+    ANNOTATION_PREEMPTIBLE,
+    PreemptionStatus,
+)
+from gputopo.api.trainingjob import PlacementStatus
+from gputopo.control.facts import JobFacts, JobKey, parse_time
+from gputopo.control.gangrecords import GangRecord
+from gputopo.control.preemptions import Holder, gang_name
+from gputopo.control.priority import policy_of
+from gputopo.gangs.model import Gang
+from gputopo.placement.preemption import PreemptionPolicy, RunningGang, held_placement
+from gputopo.placement.types import Snapshot
+
+__all__ = ["gang_holder", "gang_policy", "job_holder"]
+
+
+def _seconds(when: datetime | None) -> float | None:
+    return when.timestamp() if when is not None else None
+
+
+def _protection(record: PreemptionStatus | None) -> tuple[float | None, frozenset[str]]:
+    if record is None:
+        return None, frozenset()
+    return _seconds(record.last_preempted_at), frozenset(record.preempted_by)
+
+
+def job_holder(
+    job: JobFacts, placement: PlacementStatus, priority: int, started: datetime | None, snapshot: Snapshot
+) -> Holder | None:
+    """``started``: when its current gang started (its last placement); None when a node of it is not known."""
+    if job.spec is None or not placement.workers:
+        return None
+    try:
+        held = held_placement(snapshot, [(w.node, w.gpus) for w in placement.workers])
+    except KeyError:
+        return None
+    preempted_at, preempted_by = _protection(job.status.preemption)
+    terms = job.spec.preemption
+    return Holder(
+        job.key,
+        RunningGang(
+            gang_name(job.key),
+            priority,
+            held,
+            start_time=_seconds(started) or 0.0,
+            checkpoint_time=_seconds(job.checkpoint_time),
+            preemptible=terms.preemptible,
+            min_runtime_s=float(terms.min_runtime_seconds),
+            preempted_at=preempted_at,
+            preempted_by=preempted_by,
+        ),
+    )
+
+
+def _annotations(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = body.get("metadata")
+    found = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return found if isinstance(found, Mapping) else {}
+
+
+def _first(gang: Gang, bodies: Mapping[str, Mapping[str, Any]], read: Any) -> Any:
+    """The first member's (by rank) non-None reading of its body."""
+    for member in sorted(gang.members, key=lambda m: m.rank):
+        body = bodies.get(member.uid)
+        if body is not None and (value := read(body)) is not None:
+            return value
+    return None
+
+
+def gang_policy(gang: Gang, bodies: Mapping[str, Mapping[str, Any]]) -> PreemptionPolicy:
+    """``Never`` when any member's pod says so (the gang preempts as its most careful member), else the default."""
+    for member in gang.members:
+        body = bodies.get(member.uid)
+        spec = body.get("spec") if body is not None else None
+        if isinstance(spec, Mapping) and policy_of(spec.get("preemptionPolicy")) is PreemptionPolicy.NEVER:
+            return PreemptionPolicy.NEVER
+    return PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+
+
+def _min_runtime(body: Mapping[str, Any]) -> float | None:
+    raw = _annotations(body).get(ANNOTATION_MIN_RUNTIME)
+    try:
+        value = float(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None
+    return value if value is not None and value >= 0 else None
+
+
+def gang_holder(
+    gang: Gang, record: GangRecord, bodies: Mapping[str, Mapping[str, Any]], snapshot: Snapshot
+) -> Holder | None:
+    if not record.ranks:
+        return None
+    try:
+        held = held_placement(snapshot, [(p.node, p.gpus) for p in record.ranks if p.gpus])
+    except (KeyError, ValueError):
+        return None
+    if not held.workers:
+        return None
+    declared_off = _first(gang, bodies, lambda b: _annotations(b).get(ANNOTATION_PREEMPTIBLE)) == "false"
+    preemptible = not declared_off and (gang.owner is not None or gang.evict_bare)
+    checkpoint = _first(gang, bodies, lambda b: parse_time(_annotations(b).get(ANNOTATION_CHECKPOINT_TIME)))
+    preempted_at, preempted_by = _protection(record.preemption)
+    return Holder(
+        JobKey(gang.id.key),
+        RunningGang(
+            gang_name(JobKey(gang.id.key)),
+            gang.priority,
+            held,
+            start_time=_seconds(record.planned_at) or 0.0,
+            checkpoint_time=_seconds(checkpoint),
+            preemptible=preemptible,
+            min_runtime_s=_first(gang, bodies, _min_runtime) or 0.0,
+            preempted_at=preempted_at,
+            preempted_by=preempted_by,
+        ),
+    )

@@ -1,0 +1,196 @@
+"""Preemption in a pass (pure): nominations held, victims of recorded nominations ended, new preemptions decided.
+
+A preemption happens in two steps, each level-triggered from what the cluster shows:
+
+1. **Decided.** A gang the queue could not place, whose priority class lets it preempt, gets the victims
+   ``plan_preemption`` chooses; the pass records only the **nomination** in the preemptor's status (the GPUs held
+   for it and the victims named). Nothing is ended yet.
+2. **Carried out.** A pass that reads a nomination ends each victim it names that still holds its plan (a
+   TrainingJob's pods deleted with its grace period, a foreign gang's pods evicted), and holds the nominated GPUs
+   for the preemptor alone until it is placed.
+
+So an operator killed between the two finds the nomination and finishes it, and one killed before the
+nomination is written has ended nobody. A nomination lapses when its GPUs can no longer hold the preemptor
+(a node gone, cordoned or failed under them); it is cleared when the preemptor is placed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from gputopo.api.preemption import NodeGpus, NominationStatus
+from gputopo.control.facts import JobKey
+from gputopo.placement.preemption import (
+    Nomination,
+    NoPreemption,
+    PreemptionPlan,
+    PreemptionPolicy,
+    PreemptionRules,
+    Preemptor,
+    RunningGang,
+    RunningIndex,
+    plan_preemption,
+)
+from gputopo.placement.preemption.nominations import lapsed_nominations
+from gputopo.placement.types import Placement, Request, Snapshot, WorkerAssignment
+
+__all__ = [
+    "Decision",
+    "Holder",
+    "PreemptionSettings",
+    "Wanting",
+    "decide",
+    "gang_name",
+    "hold",
+    "lapsed",
+    "nomination_of",
+    "nomination_status",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionSettings:
+    """``protection_seconds``: a gang preempted is not preempted again this long after; ``max_victims_per_pass``:
+    the gangs one pass may preempt; ``max_domains``: candidate domains searched per preemptor."""
+
+    enabled: bool = True
+    protection_seconds: float = 300.0
+    max_victims_per_pass: int = 16
+    max_domains: int = 24
+
+
+def gang_name(key: JobKey) -> str:
+    """How a nomination names a gang: ``<namespace>/<name>`` for a TrainingJob, ``<namespace>/<source>/<name>``
+    for a foreign gang (whose key's name is ``<source>/<name>``)."""
+    return f"{key[0]}/{key[1]}"
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """A gang that holds GPUs now, as preemption sees it."""
+
+    key: JobKey
+    running: RunningGang
+
+
+@dataclass(frozen=True, slots=True)
+class Wanting:
+    """A gang the queue could not place this pass, and what it may do about it."""
+
+    key: JobKey
+    request: Request
+    priority: int
+    policy: PreemptionPolicy
+    preempted_by: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    preemptor: JobKey
+    plan: PreemptionPlan
+    victims: tuple[JobKey, ...]
+
+
+def nomination_of(key: JobKey, status: NominationStatus | None) -> Nomination | None:
+    if status is None or not status.gpus:
+        return None
+    gpus: dict[str, frozenset[int]] = {}
+    for entry in status.gpus:
+        gpus[entry.node] = gpus.get(entry.node, frozenset()) | frozenset(entry.gpus)
+    return Nomination(gang_name(key), gpus)
+
+
+def nomination_status(plan: PreemptionPlan, now: datetime) -> NominationStatus:
+    return NominationStatus(
+        gpus=[NodeGpus(node=node, gpus=sorted(g)) for node, g in sorted(plan.nomination.gpus.items())],
+        victims=sorted(v.name for v in plan.victims),
+        domain=plan.domain.name,
+        since=now,
+    )
+
+
+def hold(snapshot: Snapshot, nominations: Mapping[JobKey, Nomination]) -> tuple[Snapshot, dict[JobKey, Placement]]:
+    """The snapshot with every nomination's free GPUs taken, and per preemptor what was taken for it (its own
+    view releases that). GPUs a victim still holds are taken already; nominations never overlap, and where
+    they do, the first (by preemptor) holds the GPU."""
+    held: dict[JobKey, Placement] = {}
+    for key in sorted(nominations):
+        workers: list[WorkerAssignment] = []
+        for node, gpus in sorted(nominations[key].gpus.items()):
+            if node not in snapshot:
+                continue
+            info = snapshot.node(node)
+            free = tuple(sorted(g for g in gpus if g not in info.used_gpus and g < info.topology.gpu_count))
+            if free:
+                workers.append(WorkerAssignment(len(workers), node, free))
+        if workers:
+            placement = Placement(tuple(workers), 0.0, "nominated")
+            snapshot = snapshot.reserve(placement)
+            held[key] = placement
+    return snapshot, held
+
+
+def lapsed(
+    snapshot: Snapshot, nominations: Mapping[JobKey, Nomination], pending: Mapping[JobKey, Request]
+) -> dict[JobKey, str]:
+    """The nominations of ``pending`` preemptors (stepped this pass, waiting for a plan) whose GPUs no longer
+    hold them, with why. A preemptor not stepped this pass (its writes still going out) keeps its nomination."""
+    by_name = {gang_name(k): k for k in nominations}
+    mine = [n for k, n in nominations.items() if k in pending]
+    found = lapsed_nominations(snapshot, mine, {gang_name(k): r for k, r in pending.items()})
+    return {by_name[name]: why for name, why in found.items()}
+
+
+@dataclass
+class _Budget:
+    victims: int
+    decisions: list[Decision] = field(default_factory=list)
+
+
+def decide(
+    snapshot: Snapshot,
+    wanting: Sequence[Wanting],
+    holders: Iterable[Holder],
+    nominations: Mapping[JobKey, Nomination],
+    settings: PreemptionSettings,
+    now: float,
+) -> tuple[list[Decision], dict[JobKey, NoPreemption]]:
+    """For each gang in ``wanting`` (in queue order) that may preempt and holds no nomination, the cheapest
+    victims by topology, within the pass's victim budget; later preemptors of the pass see the victims of earlier
+    ones gone and their nominations held. Returns the decisions, and why no preemption helped the others."""
+    budget = _Budget(settings.max_victims_per_pass)
+    refused: dict[JobKey, NoPreemption] = {}
+    running = {h.running.name: h for h in holders}
+    held = dict(nominations)
+    index: RunningIndex | None = None
+    for want in wanting:
+        if budget.victims <= 0:
+            break
+        if want.policy is PreemptionPolicy.NEVER or want.key in held:
+            continue
+        if not any(h.running.priority < want.priority for h in running.values()):
+            continue  # nothing of lower priority runs: no search
+        if index is None:
+            index = RunningIndex(snapshot, (h.running for h in running.values()), held.values())
+        name = gang_name(want.key)
+        preemptor = Preemptor(replace(want.request, name=name), want.priority, want.policy, want.preempted_by)
+        rules = PreemptionRules(
+            now=now,
+            protection_s=settings.protection_seconds,
+            max_victims=budget.victims,
+            max_domains=settings.max_domains,
+        )
+        result = plan_preemption(index, preemptor, rules=rules)
+        if isinstance(result, NoPreemption):
+            refused[want.key] = result
+            continue
+        victims = tuple(running[v.name].key for v in result.victims)
+        budget.decisions.append(Decision(want.key, result, victims))
+        budget.victims -= len(victims)
+        for victim in result.victims:
+            running.pop(victim.name, None)
+        held[want.key] = result.nomination
+        index = None  # the next preemptor sees these victims gone and this nomination held
+    return budget.decisions, refused

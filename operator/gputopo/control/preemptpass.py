@@ -1,0 +1,308 @@
+"""The preemption part of one pass (pure): what the steps of the pass hold, nominated, ended and decided.
+
+Works on the pass's steps in place (the TrainingJobs' ``JobStep`` and the gangs' ``GangStep``), so what it changes
+is written with the rest of each job's actions. See ``preemptions`` for the two steps of a preemption.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from gputopo.api.conditions import PLACED, set_condition
+from gputopo.api.conditions import Condition as ApiCondition
+from gputopo.api.preemption import NominationStatus
+from gputopo.api.trainingjob import JobPhase, TrainingJobStatus
+from gputopo.control.facts import JobFacts, JobKey, PodFacts
+from gputopo.control.gangpass import GangPass
+from gputopo.control.gangrecords import status_of
+from gputopo.control.gangstep import Phase, involved
+from gputopo.control.gangstep import preempt as preempt_gang
+from gputopo.control.holders import gang_holder, gang_policy, job_holder
+from gputopo.control.lifecycle import TERMINAL, Config, JobStep
+from gputopo.control.lifecycle import preempt as preempt_job
+from gputopo.control.preemptions import (
+    Decision,
+    Holder,
+    PreemptionSettings,
+    Wanting,
+    decide,
+    gang_name,
+    hold,
+    lapsed,
+    nomination_of,
+    nomination_status,
+)
+from gputopo.control.priority import JobPriority, job_priority
+from gputopo.control.queue import Outcome, QueuedJob
+from gputopo.control.view import ClusterView
+from gputopo.placement.preemption import Nomination, PreemptionPolicy
+from gputopo.placement.types import Placement, Request, Snapshot
+
+__all__ = ["PENDING_SECONDS", "Ended", "PreemptionPass", "victim_key"]
+
+# How long a nomination decided but not yet read back through the watch is held from memory: its status write
+# is then taken as lost, and the preemptor, still unplaced, is decided for again.
+PENDING_SECONDS = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """A victim ended this pass, for the metrics: its source and the GPU-hours of work it lost."""
+
+    victim: JobKey
+    source: str  # "trainingjob" or the gang's source
+    gpu_hours_lost: float
+
+
+def victim_key(name: str) -> JobKey:
+    """The key a nomination's victim name stands for (``gang_name`` the other way)."""
+    namespace, _, rest = name.partition("/")
+    return JobKey((namespace, rest))
+
+
+@dataclass
+class PreemptionPass:
+    settings: PreemptionSettings
+    jobs: Mapping[JobKey, JobFacts]
+    job_pods: Mapping[JobKey, Sequence[PodFacts]]
+    steps: dict[JobKey, JobStep]
+    gangs: GangPass | None
+    view: ClusterView
+    config: Config
+    now: datetime
+    pending: Mapping[JobKey, tuple[Nomination, datetime]] = field(default_factory=dict)  # decided, not read back
+    recorded: dict[JobKey, Nomination] = field(default_factory=dict)
+    held: dict[JobKey, Placement] = field(default_factory=dict)
+    ended: list[Ended] = field(default_factory=list)
+    decided: dict[JobKey, Nomination] = field(default_factory=dict)
+    lapsed: set[JobKey] = field(default_factory=set)
+    read_all: dict[JobKey, Nomination] = field(default_factory=dict)
+
+    # -- what the cluster shows --------------------------------------------------------------------------
+
+    def priority(self, key: JobKey) -> JobPriority | None:
+        job = self.jobs.get(key)
+        if job is not None and job.spec is not None:
+            return job_priority(job.spec, self.view.priority_classes)
+        gang = self.gangs.given.gangs.get(key) if self.gangs is not None else None
+        if gang is not None and self.gangs is not None:
+            return JobPriority(gang.priority, gang_policy(gang, self.gangs.given.bodies))
+        return None
+
+    def read(self) -> dict[JobKey, Nomination]:
+        """Every nomination the statuses record (after this pass's steps), and those decided but not read back."""
+        found: dict[JobKey, Nomination] = {}
+        for key, job in self.jobs.items():
+            status = self.steps[key].status if key in self.steps else job.status
+            nomination = nomination_of(key, status.nomination)
+            if nomination is not None and status.phase not in TERMINAL and not job.deleting:
+                found[key] = nomination
+        if self.gangs is not None:
+            records = {**self.gangs.given.records, **{k: s.record for k, s in self.gangs.steps.items()}}
+            for key, record in records.items():
+                if key in self.gangs.given.gangs and (nomination := nomination_of(key, record.nomination)) is not None:
+                    found[key] = nomination
+        self.recorded = dict(found)
+        for key, (nomination, since) in self.pending.items():
+            if (self.now - since).total_seconds() < PENDING_SECONDS and self._exists(key):
+                found.setdefault(key, nomination)
+        self.read_all = found
+        return found
+
+    def _exists(self, key: JobKey) -> bool:
+        return key in self.jobs or (self.gangs is not None and key in self.gangs.given.gangs)
+
+    def carried(self, placed: set[JobKey]) -> dict[JobKey, tuple[Nomination, datetime]]:
+        """The nominations decided and not yet read back, for the next pass: those decided now, and earlier ones
+        still going out (for ``PENDING_SECONDS`` at most)."""
+        out = {
+            k: v
+            for k, v in self.pending.items()
+            if k not in self.recorded
+            and k not in placed
+            and k not in self.lapsed
+            and self._exists(k)
+            and (self.now - v[1]).total_seconds() < PENDING_SECONDS
+        }
+        out.update((k, (n, self.now)) for k, n in self.decided.items())
+        return out
+
+    # -- step 2: the victims of recorded nominations ended -----------------------------------------------------
+
+    def carry_out(self) -> None:
+        """End each victim a recorded nomination names that still holds its plan (and is of lower priority)."""
+        for key in sorted(self.recorded):
+            status = self._nomination_status(key)
+            mine = self.priority(key)
+            if status is None or mine is None:
+                continue
+            for name in status.victims:
+                self._end(victim_key(name), key, mine.value, status.domain)
+
+    def _nomination_status(self, key: JobKey) -> NominationStatus | None:
+        if key in self.steps:
+            return self.steps[key].status.nomination
+        if self.gangs is not None and key in self.gangs.steps:
+            return self.gangs.steps[key].record.nomination
+        if key in self.jobs:
+            return self.jobs[key].status.nomination
+        record = self.gangs.given.records.get(key) if self.gangs is not None else None
+        return record.nomination if record is not None else None
+
+    def _end(self, victim: JobKey, preemptor: JobKey, priority: int, domain: str) -> None:
+        theirs = self.priority(victim)
+        if theirs is None or theirs.value >= priority:
+            return
+        by = gang_name(preemptor)
+        message = f"preempted by {by} (priority {priority}) to clear {domain}"
+        now = self.now
+        if victim in self.steps:
+            job, out = self.jobs[victim], self.steps[victim]
+            placement = out.status.placement
+            gpus = sum(len(w.gpus) for w in placement.workers) if placement is not None else 0
+            since = _work_since(job, out.status)
+            if since is not None and job.checkpoint_time is not None:
+                since = max(since, job.checkpoint_time)
+            pods = self.job_pods.get(victim, ())
+            if preempt_job(job, out, pods, now, self.view, self.config, by, message):
+                self.ended.append(Ended(victim, "trainingjob", _hours(gpus, since, now)))
+            return
+        if self.gangs is None or victim not in self.gangs.steps or victim not in self.gangs.given.gangs:
+            return  # not stepped this pass (its writes are still going out): the next pass ends it
+        done, gang = self.gangs.steps[victim], self.gangs.given.gangs[victim]
+        gpus = sum(len(p.gpus) for p in done.record.ranks)
+        planned_at = done.record.planned_at
+        if preempt_gang(gang, done, by, message, now):
+            self.ended.append(Ended(victim, gang.id.source, _hours(gpus, planned_at, now)))
+
+    # -- nominations held in the queue, and let go -------------------------------------------------------------
+
+    def hold(self, snapshot: Snapshot, nominations: Mapping[JobKey, Nomination], queued: list[QueuedJob]) -> Snapshot:
+        """The snapshot with the nominations held; each nominated job in ``queued`` gets its own GPUs back, and a
+        nomination whose GPUs no longer hold its preemptor lapses (cleared, with an Event)."""
+        pending = {q.key: q.request for q in queued if q.key in nominations}
+        for key, why in lapsed(snapshot, nominations, pending).items():
+            self._clear(key, f"the nomination lapsed: {why}")
+        live = {k: n for k, n in nominations.items() if k not in self.lapsed}
+        held_snapshot, self.held = hold(snapshot, live)
+        queued[:] = [replace(q, nominated=self.held[q.key]) if q.key in self.held else q for q in queued]
+        return held_snapshot
+
+    def _clear(self, key: JobKey, why: str) -> None:
+        self.lapsed.add(key)
+        if key in self.steps:
+            out = self.steps[key]
+            out.status.nomination = None
+            out.actions.event("Normal", "NominationLapsed", why)
+        elif self.gangs is not None and key in self.gangs.steps:
+            done = self.gangs.steps[key]
+            done.record = replace(done.record, nomination=None)
+            done.actions.status = status_of(done.record)
+            done.actions.event(involved(self.gangs.given.gangs[key]), "Normal", "NominationLapsed", why)
+
+    # -- step 1: new preemptions decided ---------------------------------------------------------------------------
+
+    def decide(
+        self, snapshot: Snapshot, outcomes: Sequence[Outcome], placed: set[JobKey], held_by: set[JobKey]
+    ) -> None:
+        """Preempt for the gangs the queue could not place. ``placed``: jobs placed this pass (never victims);
+        ``held_by``: gangs with a nomination (they wait for it)."""
+        wanting = [w for o in outcomes if (w := self._wanting(o)) is not None and w.key not in held_by]
+        if not wanting:
+            return
+        holders = [h for h in self._holders(snapshot) if h.key not in placed]
+        live = {k: n for k, n in self.read_all.items() if k not in self.lapsed}
+        decisions, _ = decide(snapshot, wanting, holders, live, self.settings, self.now.timestamp())
+        for decision in decisions:
+            self._nominate(decision)
+
+    def _wanting(self, outcome: Outcome) -> Wanting | None:
+        if isinstance(outcome.result, Placement) or outcome.result.reason.startswith("waiting behind"):
+            return None
+        key = outcome.queued.key
+        found = self.priority(key)
+        if found is None or found.policy is PreemptionPolicy.NEVER:
+            return None
+        request: Request | None = outcome.queued.request
+        by: frozenset[str] = frozenset()
+        if key in self.jobs:
+            record = self.steps[key].status.preemption if key in self.steps else None
+            by = frozenset(record.preempted_by) if record is not None else frozenset()
+        elif self.gangs is not None and key in self.gangs.given.gangs:
+            requester = self.gangs.given.requester
+            request = requester(self.gangs.given.gangs[key]) if requester is not None else None
+            record = self.gangs.steps[key].record.preemption if key in self.gangs.steps else None
+            by = frozenset(record.preempted_by) if record is not None else frozenset()
+        if request is None:
+            return None
+        return Wanting(key, request, found.value, found.policy, by)
+
+    def _holders(self, snapshot: Snapshot) -> list[Holder]:
+        out: list[Holder] = []
+        for key, step in self.steps.items():
+            job, placement = self.jobs[key], step.status.placement
+            before = job.status.placement
+            if placement is None or before is None or before.generation != placement.generation:
+                continue  # placed this pass, or let go by its step
+            if step.status.phase not in (JobPhase.RUNNING, JobPhase.PLACING) or job.deleting:
+                continue
+            found = self.priority(key)
+            if found is not None and (
+                h := job_holder(job, placement, found.value, _work_since(job, step.status), snapshot)
+            ):
+                out.append(h)
+        if self.gangs is not None:
+            given = self.gangs.given
+            for key, done in self.gangs.steps.items():
+                record = done.record
+                if key not in given.gangs or record.phase not in (Phase.PLANNED, Phase.RUNNING):
+                    continue
+                if key not in given.records or given.records[key].generation != record.generation:
+                    continue  # planned this pass
+                if (h := gang_holder(given.gangs[key], record, given.bodies, snapshot)) is not None:
+                    out.append(h)
+        return out
+
+    def _nominate(self, decision: Decision) -> None:
+        key, plan = decision.preemptor, decision.plan
+        status = nomination_status(plan, self.now)
+        names = ", ".join(status.victims)
+        message = (
+            f"preempting {len(plan.victims)} lower-priority {'gang' if len(plan.victims) == 1 else 'gangs'} "
+            f"({names}) to clear {plan.domain.name}: estimated bus bandwidth {plan.placement.busbw_gbps:.1f} GB/s "
+            "there once they end"
+        )
+        if key in self.steps:
+            out = self.steps[key]
+            out.status.nomination = status
+            out.status.conditions = _placed_false(out.status, "Preempting", message, self.now, self.jobs[key])
+            out.actions.event("Normal", "Preempting", message)
+        elif self.gangs is not None and key in self.gangs.steps:
+            done = self.gangs.steps[key]
+            done.record = replace(done.record, nomination=status, phase=Phase.PENDING, message=message)
+            done.actions.status = status_of(done.record)
+            done.actions.event(involved(self.gangs.given.gangs[key]), "Normal", "Preempting", message)
+        else:
+            return
+        self.decided[key] = plan.nomination
+
+
+def _placed_false(
+    status: TrainingJobStatus, reason: str, message: str, now: datetime, job: JobFacts
+) -> list[ApiCondition]:
+    condition = ApiCondition(
+        type=PLACED, status="False", reason=reason, message=message[:1024], observed_generation=job.generation
+    )
+    return set_condition(status.conditions, condition, now)
+
+
+def _work_since(job: JobFacts, status: TrainingJobStatus) -> datetime | None:
+    """When the job's current gang started: its last placement's, as the Placed condition's transition says."""
+    placed = next((c for c in status.conditions if c.type == PLACED and c.status == "True"), None)
+    return placed.last_transition_time if placed is not None and placed.last_transition_time else status.start_time
+
+
+def _hours(gpus: int, since: datetime | None, now: datetime) -> float:
+    return gpus * max(0.0, (now - since).total_seconds()) / 3600 if since is not None else 0.0
