@@ -218,6 +218,7 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
                         pods=tuple(pod for store in gpu_pods.values() for pod in store),
                         dra=watches.dra_view(),
                         pod_gpus=dict(watches.pod_gpus.items),
+                        priority_classes=dict(watches.priority_classes.items),
                     ),
                     gangs=(
                         gangs.read(

@@ -50,6 +50,18 @@ class Metrics:
         self.restarts = Counter(
             "gputopo_restarts_total", "Gang re-placements, by reason.", ["reason"], registry=self.registry
         )
+        self.preemptions = Counter(
+            "gputopo_preemptions",
+            "Gangs preempted for a higher-priority gang, by the victim's source (trainingjob, podgroup, job, ...).",
+            ["source"],
+            registry=self.registry,
+        )
+        self.victim_gpu_hours = Counter(
+            "gputopo_preemption_victim_gpu_hours",
+            "GPU-hours of work the preempted gangs lost (since their last checkpoint, or their start).",
+            ["source"],
+            registry=self.registry,
+        )
         self.api_errors = Counter(
             "gputopo_api_errors_total",
             "API requests that failed, by operation.",
@@ -68,6 +80,9 @@ class Metrics:
         self.writing.labels(kind="placement").set(placing)
         self.writing.labels(kind="other").set(writing - placing)
         self.writing.labels(kind="report held").set(held)
+        for ended in result.preempted:
+            self.preemptions.labels(source=ended.source).inc()
+            self.victim_gpu_hours.labels(source=ended.source).inc(ended.gpu_hours_lost)
 
     def observe_pass(self, seconds: float, phases: Mapping[str, int], queue_length: int, restarts: list[str]) -> None:
         self.pass_seconds.observe(seconds)

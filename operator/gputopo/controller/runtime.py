@@ -30,6 +30,7 @@ from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.ledger import Ledger, PlannedGang
 from gputopo.control.lifecycle import Config
 from gputopo.control.memory import Memory, Release
+from gputopo.control.preemptions import PreemptionSettings
 from gputopo.control.quarantine import Quarantine
 from gputopo.control.queue import Limits
 from gputopo.control.reconcile import PassInput, PassResult, PassRules, Reading, World, run_pass
@@ -41,6 +42,7 @@ from gputopo.controller.turns import NODE_TURN_SECONDS, NodeTurns, Turn
 from gputopo.controller.writer import Priority, Writer
 from gputopo.kube.client import KubeClient
 from gputopo.placement.cache import PlacementCache
+from gputopo.placement.preemption import Nomination
 from gputopo.placement.types import Policy
 from gputopo.topology.model import Topology
 
@@ -68,6 +70,8 @@ class Runtime:
     quarantine: Quarantine = field(default_factory=lambda: Quarantine(60.0))
     memory: Memory = field(default_factory=Memory)  # what the passes remember of each job
     readings: list[Reading] = field(default_factory=list)  # NodeTopologies read since the last pass
+    # Nominations decided whose status writes are not read back yet (``PreemptionPass.carried``).
+    nominated: dict[JobKey, tuple[Nomination, datetime]] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     urgent: asyncio.Event = field(default_factory=asyncio.Event)  # the news can change a plan: no quiet window
     # When the last pass ended having had nothing to place while gangs' writes went out (monotonic); None else.
@@ -207,10 +211,18 @@ class Runtime:
             readings=readings,
             cache=self.placement_cache,
             gangs=world.gangs,
+            nominated=self.nominated,
         )
         s = self.settings
         limits = Limits(s.starvation_seconds, s.placements_per_pass, s.pass_planning_seconds, time.perf_counter)
-        result = run_pass(facts, PassRules(self.config, self.place, limits, restarts_first=True), placed)
+        preemption = (
+            PreemptionSettings(True, s.preemption_protection_seconds, s.preemption_max_victims_per_pass)
+            if s.preemption
+            else None
+        )
+        rules = PassRules(self.config, self.place, limits, restarts_first=True, preemption=preemption)
+        result = run_pass(facts, rules, placed)
+        self.nominated = result.nominated
         if result.warmed:
             logger.debug("planner warmed for %d job shapes", result.warmed)
         self.ledger.prune(result.visible)

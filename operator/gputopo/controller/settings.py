@@ -82,6 +82,17 @@ class OperatorSettings(BaseSettings):
         description="Place the gangs gputopo does not own (pods gated by gputopo.io/placement: PodGroups, Jobs, "
         "JobSets, LeaderWorkerSets, PyTorchJobs, Kueue pod groups, pods labelled gputopo.io/gang).",
     )
+    preemption: bool = Field(
+        default=True,
+        description="Preempt whole lower-priority gangs, chosen by topology, for a gang whose PriorityClass allows "
+        "it (preemptionPolicy PreemptLowerPriority) and that cannot be placed otherwise.",
+    )
+    preemption_protection_seconds: float = Field(
+        default=300.0, ge=0, description="A gang preempted is not preempted again this long after."
+    )
+    preemption_max_victims_per_pass: int = Field(
+        default=16, ge=1, le=1000, description="Gangs one control pass may preempt in all."
+    )
     quarantine_seconds: float = Field(
         default=60.0, ge=0, description="A link, NIC or GPU seen failing is avoided by new plans this long."
     )

@@ -21,6 +21,7 @@ from gputopo.api.group import GROUP, VERSION
 from gputopo.control.dra import ClaimFacts, DraView, SliceFacts, claim_facts, slice_facts
 from gputopo.control.facts import NodeFacts, PodGpusFacts, TopologyFacts, node_facts
 from gputopo.control.podgpus import pod_gpus_facts
+from gputopo.control.priority import PriorityClassFacts, priority_class_facts
 from gputopo.control.topologies import content_digest, topology_facts
 from gputopo.gangs.claims import claim_template_gpus
 from gputopo.kube.client import KubeClient, resource_path
@@ -68,6 +69,14 @@ class ClusterWatches:
             f"{group}/nodepodgpus",
             self._pod_gpus,
             on_change=soon,
+            rhythm=rhythm,
+        )
+        self.priority_classes: Reflector[PriorityClassFacts] = Reflector(
+            client,
+            "PriorityClasses",
+            "/apis/scheduling.k8s.io/v1/priorityclasses",
+            lambda _, obj, __: priority_class_facts(obj),
+            on_change=poke,
             rhythm=rhythm,
         )
         self.slices: Reflector[SliceFacts] | None = None
@@ -148,7 +157,7 @@ class ClusterWatches:
 
     async def __aenter__(self) -> ClusterWatches:
         """Start the watches and return once each has listed its kind once."""
-        reflectors: list[Reflector[Any]] = [self.nodes, self.topologies, self.pod_gpus]
+        reflectors: list[Reflector[Any]] = [self.nodes, self.topologies, self.pod_gpus, self.priority_classes]
         reflectors += [r for r in (self.slices, self.claims, self.claim_templates) if r is not None]
         self._tasks = [asyncio.create_task(r.run(), name=f"watch {r.kind}") for r in reflectors]
         await asyncio.gather(*(r.synced.wait() for r in reflectors))
