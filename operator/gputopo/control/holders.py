@@ -85,7 +85,10 @@ def _first(gang: Gang, bodies: Mapping[str, Mapping[str, Any]], read: Any) -> An
 
 
 def gang_policy(gang: Gang, bodies: Mapping[str, Mapping[str, Any]]) -> PreemptionPolicy:
-    """``Never`` when any member's pod says so (the gang preempts as its most careful member), else the default."""
+    """``Never`` when its group (a PodGroup) or any member's pod says so (the gang preempts as its most careful
+    member), else the default."""
+    if gang.never_preempts:
+        return PreemptionPolicy.NEVER
     for member in gang.members:
         body = bodies.get(member.uid)
         spec = body.get("spec") if body is not None else None

@@ -80,6 +80,7 @@ _POD_SPEC: Final = (
     "tolerations",
     "priority",
     "priorityClassName",
+    "preemptionPolicy",
     "resourceClaims",
     "terminationGracePeriodSeconds",
     "subdomain",

@@ -82,6 +82,7 @@ class Claim:
     evict_bare: bool = False
     problems: tuple[str, ...] = ()
     uniform: bool = False
+    never_preempts: bool = False  # its group's preemptionPolicy is Never (a PodGroup's)
 
 
 def mapping(value: object) -> Raw:

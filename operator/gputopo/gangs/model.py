@@ -154,6 +154,7 @@ class Gang:
     owner: OwnerRef | None = None
     disruption: DisruptionMode = "all"
     evict_bare: bool = False  # gputopo.io/evict-bare-pods: bare pods may be evicted off a fault
+    never_preempts: bool = False  # the group's own preemptionPolicy is Never (a PodGroup's)
     problems: tuple[str, ...] = ()  # why the gang is refused, each naming the field or annotation
     selector: Mapping[str, str] = field(default_factory=dict)  # node selector every member's template has
 

@@ -265,6 +265,7 @@ def _gang(
         owner=next((c.owner for c in claims if c.owner is not None), None),
         disruption=first.disruption,
         evict_bare=any(c.evict_bare for c in claims),
+        never_preempts=any(c.never_preempts for c in claims),
         problems=_unique(problems),
     )
 

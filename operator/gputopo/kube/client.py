@@ -54,7 +54,8 @@ _NOT_APPLIED = "the server rejected our request due to an error in our request"
 
 # What became of an eviction: done (or under way), the pod already gone, or refused by a PodDisruptionBudget.
 EvictionOutcome = Literal["evicted", "gone", "blocked"]
-_CLEARABLE = ("placement", "startTime", "completionTime", "lastRestartTime")
+# The status's optional fields: a merge patch removes each one the new status does not have.
+_CLEARABLE = tuple(f.alias or n for n, f in TrainingJobStatus.model_fields.items() if f.default is None)
 
 
 class InvolvedObject(Protocol):

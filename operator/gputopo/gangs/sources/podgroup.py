@@ -124,4 +124,5 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
         evict_bare=pod_needs.evict_bare,
         problems=tuple(problems),
         uniform=uniform,
+        never_preempts=spec.get("preemptionPolicy") == "Never",
     )
