@@ -1,5 +1,6 @@
 """`gputopo demo`: the sandbox with a mix of GPU node types, the operator, the example jobs — where each
-landed and its estimated bus bandwidth — and then a link failure under a running job, re-placed live.
+landed and its estimated bus bandwidth — then a link failure under a running job, re-placed live, and an urgent
+production job that preempts a research job for its node.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from gputopo.sandbox.faults import link_fault
 __all__ = ["register"]
 
 NAMESPACE = "demo"
+PRIORITY_CLASSES = "priority-classes.yaml"
+VICTIM = "llama-8gpu"  # a research job of examples/ on one whole NVSwitch node
 # Wide enough for the placement table even when the output is a pipe or a CI log.
 console = Console(width=max(Console().width, 150))
 
@@ -219,11 +222,62 @@ def _fail_a_link(box: Sandbox, timeout: float) -> None:
     console.print(f"[red]{name} was not re-placed within {timeout:.0f} s[/]; see the operator log")
 
 
+def _job(box: Sandbox, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(box.kubectl("get", "trainingjob", name, "-n", NAMESPACE, "-o", "json"))
+    return found
+
+
+def _condition(job: dict[str, Any], kind: str) -> dict[str, Any]:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == kind), {})
+
+
+def _preempt(box: Sandbox, manifest: Path, timeout: float) -> None:
+    """Pin the urgent production job to the node of the research job llama-8gpu, and show the preemption."""
+    victim = _job(box, VICTIM)
+    workers = ((victim.get("status") or {}).get("placement") or {}).get("workers") or []
+    if (victim.get("status") or {}).get("phase") != "Running" or not workers:
+        console.print(f"[yellow]{VICTIM} is not running; skipping the preemption[/]")
+        return
+    node = workers[0]["node"]
+    urgent = yaml.safe_load(manifest.read_text())
+    urgent["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    name = urgent["metadata"]["name"]
+    console.rule(f"[bold]{name} (class production) needs {node}, where {VICTIM} (class research) runs")
+    t0 = time.monotonic()
+    box.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=json.dumps(urgent))
+    seen: tuple[str, str] = ("", "")
+    while time.monotonic() - t0 < timeout:
+        mine, theirs = _job(box, name), _job(box, VICTIM)
+        now = (_condition(mine, "Placed").get("reason", ""), _condition(theirs, "Preempted").get("status", ""))
+        if now != seen:
+            seen = now
+            console.print(
+                f"  +{time.monotonic() - t0:5.2f} s  {name}: {(mine.get('status') or {}).get('phase', '')} "
+                f"({now[0] or '-'}), {VICTIM}: {(theirs.get('status') or {}).get('phase', '')}"
+                f"{', Preempted' if now[1] == 'True' else ''}"
+            )
+        placed = ((mine.get("status") or {}).get("placement") or {}).get("workers") or []
+        if (mine.get("status") or {}).get("phase") == "Running" and placed:
+            preempted = _condition(theirs, "Preempted")
+            console.print(
+                f"[green]{name} running on {placed[0]['node']} after {time.monotonic() - t0:.2f} s[/]: "
+                f"{VICTIM} {preempted.get('message', 'was not preempted')}; its restarts "
+                f"{(theirs.get('status') or {}).get('restarts', 0)} (a preemption charges none)"
+            )
+            return
+        time.sleep(0.2)
+    console.print(f"[red]{name} did not run within {timeout:.0f} s[/]; see the operator log")
+
+
 def demo(
     nodes: Annotated[int, typer.Option("--nodes", min=1, help="Simulated GPU nodes.")] = 16,
     name: Annotated[str, typer.Option("--name", help="Sandbox name.")] = DEFAULT_NAME,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for each step.")] = 120.0,
-    fault: Annotated[bool, typer.Option("--fault/--no-fault", help="End with a link failure.")] = True,
+    fault: Annotated[bool, typer.Option("--fault/--no-fault", help="A link failure under a running job.")] = True,
+    preempt: Annotated[
+        bool, typer.Option("--preempt/--no-preempt", help="An urgent job that preempts a research job.")
+    ] = True,
 ) -> None:
     """Run the whole story on a local sandbox."""
     box = Sandbox(name)
@@ -235,7 +289,8 @@ def demo(
         box.kubectl("create", "namespace", NAMESPACE, check=False)
         examples = _examples_dir()
         gangs = 0
-        for path in sorted(examples.glob("*.yaml")):
+        # The PriorityClasses first: the jobs name them.
+        for path in sorted(examples.glob("*.yaml"), key=lambda p: (p.name != PRIORITY_CLASSES, p.name)):
             box.kubectl("apply", "-n", NAMESPACE, "-f", str(path))
             gangs += _gang_documents(path)
             console.print(f"applied {path.name}")
@@ -247,6 +302,9 @@ def demo(
             console.print(gang_table(_gangs(box)))
         if fault:
             _fail_a_link(box, timeout)
+            console.print(job_table(_jobs(box)))
+        if preempt:
+            _preempt(box, examples / "preemption" / "urgent-eval.yaml", timeout)
             console.print(job_table(_jobs(box)))
         console.print(f"\nexplore: export KUBECONFIG={box.kubeconfig}; kubectl get tj,gangs -n {NAMESPACE}")
         console.print("stop:    gputopo sandbox down")
