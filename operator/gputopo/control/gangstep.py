@@ -398,6 +398,12 @@ def settle(
     """Apply the queue's answer for the ranks ``done`` asked for: the plan recorded and the pods steered into it,
     or the reason nothing fits. Returns the plan to hold in the ledger."""
     rec, actions = done.record, done.actions
+    if isinstance(result, Unplaceable) and rec.nomination is not None:
+        victims = ", ".join(rec.nomination.victims) or "its victims"
+        record = replace(rec, phase=Phase.PENDING, message=f"waiting for {victims} to end: their GPUs are held for it")
+        _rewrite(gang, rec, record, actions)
+        done.record = record
+        return None
     if isinstance(result, Unplaceable):
         record = replace(rec, phase=Phase.UNPLACEABLE, message=result.reason)
         _rewrite(gang, rec, record, actions)

@@ -631,6 +631,10 @@ def settle(
     """
     s = _Step(job, now, view, config, out)
     status = s.status
+    if not isinstance(result, Placement) and status.nomination is not None:
+        victims = ", ".join(status.nomination.victims) or "its victims"
+        s.condition(PLACED, False, "Preempting", f"waiting for {victims} to end: their GPUs are held for this job")
+        return None
     if not isinstance(result, Placement):
         message = str(result)
         reason = "Unplaceable" if not status.restarts else "WaitingForCapacity"

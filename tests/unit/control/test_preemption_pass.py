@@ -324,3 +324,17 @@ def test_status_round_trip_keeps_the_preemption_fields() -> None:
     )
     again = TrainingJobStatus.model_validate(written.model_dump(by_alias=True, mode="json"))
     assert again == written
+
+
+def test_while_its_victims_terminate_the_preemptor_says_so_and_stays_quiet() -> None:
+    low, pods = low_running()
+    high = read_back(tj("high", "prod"), step([low, tj("high", "prod")], pods, view(*pods)))
+    low = read_back(low, step([low, high], pods, view(*pods), now=1001.0))
+    terminating = [replace(p, deleting=True) for p in pods]
+    result = step([low, high], terminating, view(*terminating), now=1002.0)
+    mine = next((a for a in result.actions if a.job == HIGH), None)
+    status = mine.status if mine is not None and mine.status is not None else high.status
+    placed_ = next(c for c in status.conditions if c.type == PLACED)
+    assert placed_.reason == "Preempting" and placed_.message.startswith("waiting for default/low to end")
+    assert mine is None or not mine.events
+    assert status.nomination is not None
