@@ -27,6 +27,7 @@ from gputopo.sandbox.admission import install_gate_policy, render_gate_policy
 from gputopo.sandbox.binaries import KUBE_VERSION, Binaries, cache_root, find_binaries
 from gputopo.sandbox.errors import SandboxError
 from gputopo.sandbox.kueue import KueueManager
+from gputopo.sandbox.kueue_install import find_kueue
 from gputopo.sandbox.kueue_queues import GPU_NODE_LABELS, capacity_quota, sandbox_queues
 from gputopo.sandbox.nodes import KWOK_ANNOTATION, node_manifest
 from gputopo.sandbox.profiles import NodePlan, domain_fabric, plan_nodes
@@ -181,6 +182,8 @@ class Sandbox:
         if fake_allocation not in FAKE_ALLOCATIONS:
             raise SandboxError(f"fake allocation must be one of {', '.join(FAKE_ALLOCATIONS)}, not {fake_allocation!r}")
         plans = plan_nodes(profile, nodes)
+        if kueue:
+            find_kueue()  # a missing build is said before any cluster starts
         state = self._state()
         if self.api_ready():
             recorded = state.get("nodes") is not None

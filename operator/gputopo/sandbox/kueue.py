@@ -108,8 +108,9 @@ class KueueManager:
 
     def install(self, install: KueueInstall, ports: KueuePorts) -> None:
         """Kueue's CRDs, namespace, Secret, webhook Service and webhook configurations, for ``ports``."""
-        self._apply(crd_documents(install, ports.webhook), server_side=True)
-        names = [f"crd/{crd['metadata']['name']}" for crd in crd_documents(install, ports.webhook)]
+        crds = crd_documents(install, ports.webhook)
+        self._apply(crds, server_side=True)
+        names = [f"crd/{crd['metadata']['name']}" for crd in crds]
         self.kubectl("wait", "--for", "condition=Established", "--timeout", "60s", *names)
         namespace, secret, service = control_objects()
         self._apply([namespace, service])

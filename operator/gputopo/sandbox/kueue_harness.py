@@ -190,14 +190,18 @@ class KueueJobs:
         return result
 
     def delete(self, job: str) -> None:
-        self.kubectl(
-            "delete", "job", job, "-n", self.namespace, "--ignore-not-found", "--wait=false", "--cascade=foreground"
-        )
+        """The Job and its Workload. The garbage collector would delete the Workload, its dependent, too, but it
+        learns of Kueue's CRDs only at its next discovery (every 30 s), so a sandbox just up would wait for it."""
+        workload = self.workload(job)
+        self.kubectl("delete", "job", job, "-n", self.namespace, "--ignore-not-found", "--wait=false")
+        if workload is not None:
+            name = workload["metadata"]["name"]
+            self.kubectl("delete", "workloads.kueue.x-k8s.io", name, "-n", self.namespace, "--ignore-not-found")
 
     def delete_all(self, timeout: float = 60.0) -> None:
         """Every Job of the namespace gone, with its pods and Workloads."""
         self.kubectl("delete", "jobs", "--all", "-n", self.namespace, "--wait=false")
-        # Not left to the garbage collector, which learns of Kueue's CRDs only at its next discovery (30 s).
+        # Not left to the garbage collector (see ``delete``).
         for kind in ("workloads.kueue.x-k8s.io", "pods"):
             self.kubectl(
                 "delete",

@@ -92,8 +92,12 @@ def find_kueue() -> KueueInstall:
     return install
 
 
+# Kueue's CRDs run to over 20,000 lines: libyaml reads them ten times faster than the pure-Python loader.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _load_all(path: Path) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all(path.read_text()) if isinstance(doc, dict)]
+    return [doc for doc in yaml.load_all(path.read_text(), Loader=_LOADER) if isinstance(doc, dict)]
 
 
 def crd_documents(install: KueueInstall, webhook_port: int) -> list[dict[str, Any]]:
