@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from collections.abc import Iterator
 
 import pytest
 from kueue_sandbox import kueue_sandbox
 
 from gputopo.api.group import GPU_RESOURCE
+from gputopo.sandbox import SandboxError, processes
 from gputopo.sandbox.kueue_harness import HOLD_GATE, KueueJobs, batch_job, condition
 from gputopo.sandbox.kueue_install import KUEUE_NAMESPACE
 from gputopo.sandbox.kueue_queues import (
@@ -117,3 +119,21 @@ def test_kueue_tas_places_a_job_within_one_leaf(jobs: KueueJobs, box: SandboxHan
     assert len(nodes) == 4
     leaves = {json.loads(box.kubectl("get", "node", n, "-o", "json"))["metadata"]["labels"][TIER0_LABEL] for n in nodes}
     assert len(leaves) == 1, leaves
+
+
+def test_a_killed_manager_started_again_admits_the_job_that_waited(jobs: KueueJobs, box: SandboxHandle) -> None:
+    manager = box.sandbox.kueue
+    old_ports = manager.ports()
+    jobs.create(batch_job("before", GPUTOPO_QUEUE, gpus=8, scheduling_gates=[HOLD_GATE]))
+    admitted = jobs.wait_admitted("before")
+    assert processes.stop(manager.pid_file, sig=signal.SIGKILL)
+    # Its webhooks fail closed: while it is gone no Job for a queue can be created.
+    with pytest.raises(SandboxError, match="kueue-webhook-service"):
+        jobs.create(batch_job("refused", GPUTOPO_QUEUE, gpus=8))
+    box.sandbox.start_kueue(timeout=60)
+    assert manager.ports() != old_ports
+    # The Workload admitted before the kill is the one still admitted: the restart neither requeued nor remade it.
+    assert jobs.wait_admitted("before")["metadata"]["uid"] == admitted["metadata"]["uid"]
+    jobs.create(batch_job("after", GPUTOPO_QUEUE, gpus=8))
+    jobs.wait_admitted("after")
+    jobs.wait_bound("after", 1)
