@@ -5,7 +5,7 @@ PIP ?= $(PYTHON) -m pip
 export PATH := $(HOME)/.local/bin:$(PATH)
 STAMP := .make/installed
 
-.PHONY: help install k8s crds check-crds lint unit integration e2e-deps e2e test demo bench sandbox-up sandbox-down clean
+.PHONY: help install k8s kueue crds check-crds lint unit integration e2e-deps e2e test demo bench sandbox-up sandbox-down clean
 
 help:
 	@echo "make demo     set everything up and run the local sandbox demo"
@@ -21,6 +21,10 @@ install: $(STAMP)
 
 k8s:
 	bash hack/build-k8s.sh
+
+# Kueue's manager, CRDs and webhook configurations, for the sandbox tests beside Kueue (`sandbox up --kueue`).
+kueue:
+	bash hack/build-kueue.sh
 
 crds: $(STAMP)
 	$(PYTHON) -m gputopo.api.crdgen --out crds
@@ -38,8 +42,8 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(PYTHON) -m pytest tests/unit -q
 
-integration: $(STAMP) k8s
-	$(PYTHON) -m pytest tests/integration -q
+integration: $(STAMP) k8s kueue
+	GPUTOPO_REQUIRE_KUEUE=1 $(PYTHON) -m pytest tests/integration -q
 
 # What the kind end-to-end tests need, built here without a registry: a running Docker engine (installed from
 # Debian and started when missing; needs root), kind's node image with the cluster images, and gputopo's images.
@@ -52,8 +56,8 @@ e2e: e2e-deps
 	GPUTOPO_REQUIRE_KIND=1 $(PYTHON) -m pytest tests/e2e/kind -q
 
 # One pytest run for unit, integration and kind end-to-end tests, so its closing line counts everything.
-test: $(STAMP) k8s lint e2e-deps
-	GPUTOPO_REQUIRE_KIND=1 $(PYTHON) -m pytest tests -q
+test: $(STAMP) k8s kueue lint e2e-deps
+	GPUTOPO_REQUIRE_KIND=1 GPUTOPO_REQUIRE_KUEUE=1 $(PYTHON) -m pytest tests -q
 
 demo: $(STAMP) k8s
 	gputopo demo

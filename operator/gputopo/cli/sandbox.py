@@ -55,6 +55,13 @@ def up(
             "device-plugin (NVIDIA's device plugin's own choice, ignoring the plan as a real kubelet does).",
         ),
     ] = "plan",
+    kueue: Annotated[
+        bool,
+        typer.Option(
+            "--kueue/--no-kueue",
+            help="Also run Kueue's manager (built by hack/build-kueue.sh) with queues for the sandbox's GPUs.",
+        ),
+    ] = False,
     name: NameOpt = DEFAULT_NAME,
 ) -> None:
     """Start the sandbox (or reuse a running one with the same shape)."""
@@ -67,6 +74,7 @@ def up(
             probe_interval=interval,
             gpu_allocation=gpu_allocation.value,
             fake_allocation=fake_allocation,
+            kueue=kueue,
         )
     except SandboxError as error:
         _fail(error)
@@ -98,6 +106,7 @@ def status(
                     "nodes": st.nodes,
                     "probes": st.probes,
                     "operator": st.operator,
+                    "kueue": st.kueue,
                 }
             )
         )
@@ -110,11 +119,12 @@ def status(
     typer.echo(f"  nodes:      {len(st.nodes)} ({st.profile})")
     typer.echo(f"  probes:     {'running' if st.probes else 'stopped'}")
     typer.echo(f"  operator:   {'running' if st.operator else 'stopped'}")
+    typer.echo(f"  kueue:      {'running' if st.kueue else 'stopped'}")
 
 
 @sandbox_app.command("down")
 def down(name: NameOpt = DEFAULT_NAME) -> None:
-    """Stop the operator and probes and delete the cluster."""
+    """Stop the operator, probes and Kueue and delete the cluster."""
     try:
         Sandbox(name).down()
     except SandboxError as error:

@@ -1,7 +1,8 @@
 """The sandbox: a real local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)
 started by kwokctl's binary runtime from the pinned binaries, with kwok-simulated GPU nodes, the CRDs,
-fake node probes publishing NodeTopology, and optionally the operator with the chart's placement-gate admission
-policy (``gputopo.sandbox.admission``).
+fake node probes publishing NodeTopology, optionally the operator with the chart's placement-gate admission
+policy (``gputopo.sandbox.admission``), and optionally Kueue's manager with queues for the sandbox's GPUs
+(``gputopo.sandbox.kueue``, ``gputopo.sandbox.kueue_queues``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +26,9 @@ from gputopo.sandbox import processes
 from gputopo.sandbox.admission import install_gate_policy, render_gate_policy
 from gputopo.sandbox.binaries import KUBE_VERSION, Binaries, cache_root, find_binaries
 from gputopo.sandbox.errors import SandboxError
+from gputopo.sandbox.kueue import KueueManager
+from gputopo.sandbox.kueue_install import find_kueue
+from gputopo.sandbox.kueue_queues import GPU_NODE_LABELS, capacity_quota, sandbox_queues
 from gputopo.sandbox.nodes import KWOK_ANNOTATION, node_manifest
 from gputopo.sandbox.profiles import NodePlan, domain_fabric, plan_nodes
 
@@ -70,6 +73,7 @@ class SandboxStatus:
     profile: str = ""
     probes: bool = False
     operator: bool = False
+    kueue: bool = False
     server: str = ""
 
 
@@ -156,6 +160,7 @@ class Sandbox:
         wait: float = 180.0,
         gpu_allocation: str = "devicePlugin",
         fake_allocation: str = "plan",
+        kueue: bool = False,
     ) -> SandboxStatus:
         """Start (or reuse) the cluster with ``nodes`` simulated GPU nodes of ``profile``.
 
@@ -166,12 +171,19 @@ class Sandbox:
         With ``gpu_allocation="dra"`` the fake probes also publish each node's GPUs as ResourceSlices the way
         NVIDIA's DRA driver does, its DeviceClass ``gpu.nvidia.com`` is created, and the operator started here
         runs in that mode.
+
+        With ``kueue`` Kueue's manager runs beside it, from the build of ``hack/build-kueue.sh``, with a
+        ResourceFlavor, ClusterQueue and LocalQueue (in ``default``) for gputopo-placed work and another set on a
+        Topology of the sandbox's switch tiers for Kueue's own Topology-Aware Scheduling
+        (``gputopo.sandbox.kueue_queues``).
         """
         if gpu_allocation not in ("devicePlugin", "dra"):
             raise SandboxError(f"gpu allocation must be devicePlugin or dra, not {gpu_allocation!r}")
         if fake_allocation not in FAKE_ALLOCATIONS:
             raise SandboxError(f"fake allocation must be one of {', '.join(FAKE_ALLOCATIONS)}, not {fake_allocation!r}")
         plans = plan_nodes(profile, nodes)
+        if kueue:
+            find_kueue()  # a missing build is said before any cluster starts
         state = self._state()
         if self.api_ready():
             recorded = state.get("nodes") is not None
@@ -206,6 +218,8 @@ class Sandbox:
         if probes:
             self.start_probes(plans, interval=probe_interval)
             self.wait_for_topologies([p.name for p in plans], timeout=wait)
+        if kueue:
+            self.start_kueue(timeout=wait)
         if operator:
             self.install_gate_policy(timeout=wait)
             self.start_operator()
@@ -397,11 +411,33 @@ class Sandbox:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not processes.alive(self._pid_file("operator")):
-                raise SandboxError(f"the operator exited: {_last_line(log_file)} (see {log_file})")
-            if not port or _answers(f"http://127.0.0.1:{port}/healthz"):
+                raise SandboxError(f"the operator exited: {processes.last_line(log_file)} (see {log_file})")
+            if not port or processes.answers(f"http://127.0.0.1:{port}/healthz"):
                 return
             time.sleep(0.25)
         raise SandboxError(f"the operator did not answer on :{port}/healthz within {timeout:.0f} s; see {log_file}")
+
+    @property
+    def kueue(self) -> KueueManager:
+        """Kueue's manager beside this sandbox (running or not)."""
+        return KueueManager(self.dir, self.kubeconfig, self.kubectl)
+
+    def start_kueue(self, *, timeout: float) -> None:
+        """Kueue's objects and manager (kept when it runs), then the sandbox's queues: quotas of all its GPU nodes."""
+        t0 = time.monotonic()
+        ports = self.kueue.start(timeout=timeout)
+        selector = ",".join(f"{k}={v}" for k, v in GPU_NODE_LABELS.items())
+        nodes = json.loads(self.kubectl("get", "nodes", "-l", selector, "-o", "json"))["items"]
+        queues = sandbox_queues(capacity_quota(nodes))
+        # The manager's webhooks see each of these: applying them also proves that the API server reaches them.
+        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": queues}))
+        names = [f"clusterqueue/{q['metadata']['name']}" for q in queues if q["kind"] == "ClusterQueue"]
+        self.kubectl("wait", "--for", "condition=Active", f"--timeout={max(1, int(timeout))}s", *names)
+        self._save_state(kueue=True)
+        _log(
+            f"Kueue manager ready in {time.monotonic() - t0:.1f} s (webhooks on 127.0.0.1:{ports.webhook}; "
+            f"log: {self.kueue.log_file})"
+        )
 
     def stop_operator(self) -> bool:
         return processes.stop(self._pid_file("operator"))
@@ -448,11 +484,12 @@ class Sandbox:
             profile=str(state.get("profile", "")),
             probes=processes.alive(self._pid_file("probe-farm")),
             operator=processes.alive(self._pid_file("operator")),
+            kueue=self.kueue.running,
             server=server,
         )
 
     def down(self) -> None:
-        for what in ("supervisor", "operator", "probe-farm"):
+        for what in ("supervisor", "operator", "probe-farm", "kueue"):
             if processes.stop(self._pid_file(what)):
                 _log(f"stopped {what}")
         if self.dir.exists():
@@ -464,19 +501,3 @@ class Sandbox:
         self.kubeconfig.unlink(missing_ok=True)
         # A new sandbox starts with healthy hardware.
         shutil.rmtree(self.fault_dir, ignore_errors=True)
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1.0) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
-
-
-def _last_line(path: Path) -> str:
-    try:
-        lines = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return "no log"
-    return lines[-1] if lines else "no output"

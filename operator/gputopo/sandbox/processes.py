@@ -8,10 +8,11 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["alive", "free_ports", "rss_mib", "start", "stop"]
+__all__ = ["alive", "answers", "free_ports", "last_line", "rss_mib", "start", "stop"]
 
 
 def _pid(pid_file: Path) -> int | None:
@@ -103,3 +104,21 @@ def rss_mib(pid: int | str = "self") -> tuple[float, float]:
         if key in ("VmRSS", "VmHWM"):
             values[key] = int(rest.split()[0]) / 1024
     return values["VmRSS"], values["VmHWM"]
+
+
+def answers(url: str) -> bool:
+    """Whether ``url`` (a process's health endpoint) answers 200 within a second."""
+    try:
+        with urllib.request.urlopen(url, timeout=1.0) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def last_line(path: Path) -> str:
+    """The last line of a process's log, to say why it exited."""
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "no log"
+    return lines[-1] if lines else "no output"

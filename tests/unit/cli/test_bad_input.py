@@ -153,6 +153,14 @@ def test_each_command_answers_in_one_line(tmp_path: Path, args: list[str], words
     _assert_one_line_naming(stderr, words.replace("{dir}", str(tmp_path)))
 
 
+def test_sandbox_up_with_kueue_unbuilt_says_how_to_build_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUTOPO_CACHE", str(tmp_path))  # no Kueue build in it
+    code, _, stderr = _answer(["sandbox", "up", "--kueue", "--name", "gputopo-never-up"])
+    assert code == 2
+    _assert_one_line_naming(stderr, "hack/build-kueue.sh")
+    assert not (tmp_path / "sandbox" / "gputopo-never-up").exists()  # said before any cluster starts
+
+
 # -- generated garbage ----------------------------------------------------------------------------------------
 
 scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=12)

@@ -1,0 +1,224 @@
+"""Kueue as tests and benchmarks drive it on a sandbox, through ``kubectl``: queues with a given quota, batch/v1
+Jobs for a queue, and the Workloads Kueue makes of them, polled with deadlines.
+
+The sandbox's kwok ends a Job's pod as soon as it runs (kwokctl's fast ``pod-complete`` stage selects the pods a
+Job owns), so a Job whose pods bind finishes at once and gives its quota back. A Job that must hold its quota
+carries a scheduling gate of its own (``HOLD_GATE``): Kueue admits it and the Job controller makes its pods, which
+stay Pending, as pods do that wait for a placement.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from gputopo.api.group import GPU_RESOURCE
+from gputopo.sandbox.harness import wait_for
+from gputopo.sandbox.kueue_queues import (
+    GPUTOPO_QUEUE,
+    QUEUE_LABEL,
+    cluster_queue,
+    local_queue,
+)
+
+__all__ = ["HOLD_GATE", "KueueJobs", "batch_job", "condition"]
+
+Kubectl = Callable[..., str]
+
+HOLD_GATE = "gputopo.io/test-hold"
+
+
+def batch_job(
+    name: str,
+    queue: str,
+    *,
+    pods: int = 1,
+    gpus: int = 8,
+    pod_annotations: Mapping[str, str] | None = None,
+    scheduling_gates: Sequence[str] = (),
+) -> dict[str, Any]:
+    """An Indexed batch/v1 Job of ``pods`` pods with ``gpus`` GPUs each, for Kueue's LocalQueue ``queue``, its pod
+    template with ``pod_annotations`` and ``scheduling_gates``. Kueue's webhook creates it suspended."""
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "trainer",
+                "image": "pytorch",
+                "resources": {
+                    "requests": {"cpu": "1", "memory": "1Gi", GPU_RESOURCE: str(gpus)},
+                    "limits": {GPU_RESOURCE: str(gpus)},
+                },
+            }
+        ],
+    }
+    if scheduling_gates:
+        spec["schedulingGates"] = [{"name": gate} for gate in scheduling_gates]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": {QUEUE_LABEL: queue}},
+        "spec": {
+            "parallelism": pods,
+            "completions": pods,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "template": {"metadata": {"annotations": dict(pod_annotations or {})}, "spec": spec},
+        },
+    }
+
+
+def condition(obj: Mapping[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    """The status condition ``type_`` of ``obj``, if it has one."""
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == type_), None)
+
+
+def _true(obj: Mapping[str, Any] | None, type_: str) -> bool:
+    return (condition(obj, type_) or {}).get("status") == "True"
+
+
+class KueueJobs:
+    """Kueue's queues and the batch/v1 Jobs of one namespace."""
+
+    def __init__(self, kubectl: Kubectl, namespace: str) -> None:
+        self.kubectl = kubectl
+        self.namespace = namespace
+
+    def _get(self, *args: str) -> Any:
+        out = self.kubectl("get", *args, "-o", "json", "--ignore-not-found")
+        return json.loads(out) if out.strip() else None
+
+    def _apply(self, obj: Mapping[str, Any]) -> None:
+        self.kubectl("apply", "-f", "-", input=json.dumps(obj))
+
+    # -- queues ---------------------------------------------------------------------------------------------
+
+    def create_queue(
+        self, name: str, quota: Mapping[str, str], *, flavor: str = GPUTOPO_QUEUE, timeout: float = 30.0
+    ) -> str:
+        """A ClusterQueue ``name`` of ``flavor`` with ``quota`` (resource -> nominal quota) and a LocalQueue of the
+        same name in this namespace for it; returns once Kueue calls the ClusterQueue Active."""
+        self._apply(cluster_queue(name, flavor, quota))
+        self._apply(local_queue(name, self.namespace, name))
+        wait_for(
+            f"ClusterQueue {name} active",
+            lambda: _true(self._get("clusterqueue", name), "Active"),
+            timeout=timeout,
+        )
+        return name
+
+    def delete_queue(self, name: str) -> None:
+        self.kubectl("delete", "localqueue", name, "-n", self.namespace, "--ignore-not-found", "--wait=false")
+        self.kubectl("delete", "clusterqueue", name, "--ignore-not-found", "--wait=false")
+
+    # -- jobs and their workloads ---------------------------------------------------------------------------
+
+    def create(self, job: Mapping[str, Any]) -> dict[str, Any]:
+        out = self.kubectl("create", "-n", self.namespace, "-o", "json", "-f", "-", input=json.dumps(job))
+        created: dict[str, Any] = json.loads(out)
+        return created
+
+    def job(self, name: str) -> dict[str, Any] | None:
+        found: dict[str, Any] | None = self._get("job", name, "-n", self.namespace)
+        return found
+
+    def workload(self, job: str) -> dict[str, Any] | None:
+        """The Workload Kueue made for the Job ``job`` (its owner)."""
+        items = (self._get("workloads.kueue.x-k8s.io", "-n", self.namespace) or {}).get("items") or []
+        for item in items:
+            owners = item["metadata"].get("ownerReferences") or []
+            if any(o.get("kind") == "Job" and o.get("name") == job for o in owners):
+                found: dict[str, Any] = item
+                return found
+        return None
+
+    def pods(self, job: str) -> list[dict[str, Any]]:
+        out = self._get("pods", "-n", self.namespace, "-l", f"batch.kubernetes.io/job-name={job}") or {}
+        return [p for p in out.get("items") or [] if not p["metadata"].get("deletionTimestamp")]
+
+    def wait_admitted(self, job: str, timeout: float = 60.0) -> dict[str, Any]:
+        result: dict[str, Any] = wait_for(
+            f"the Workload of Job {job} admitted",
+            lambda: (w := self.workload(job)) is not None and _true(w, "Admitted") and w,
+            timeout=timeout,
+        )
+        return result
+
+    def wait_finished(self, job: str, timeout: float = 60.0) -> dict[str, Any]:
+        result: dict[str, Any] = wait_for(
+            f"the Workload of Job {job} finished",
+            lambda: (w := self.workload(job)) is not None and _true(w, "Finished") and w,
+            timeout=timeout,
+        )
+        return result
+
+    def wait_pending(self, job: str, timeout: float = 60.0) -> dict[str, Any]:
+        """The Job's Workload once Kueue has tried it and not reserved quota (QuotaReserved False)."""
+
+        def pending() -> dict[str, Any] | None:
+            w = self.workload(job)
+            reserved = condition(w, "QuotaReserved")
+            return w if reserved is not None and reserved.get("status") == "False" else None
+
+        result: dict[str, Any] = wait_for(f"the Workload of Job {job} pending", pending, timeout=timeout)
+        return result
+
+    def wait_bound(self, job: str, count: int, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """``count`` pods of the Job bound to nodes and run (Running, or Succeeded as kwok ends them)."""
+
+        def bound() -> list[dict[str, Any]] | None:
+            pods = self.pods(job)
+            ran = [
+                p for p in pods if p["spec"].get("nodeName") and p["status"].get("phase") in ("Running", "Succeeded")
+            ]
+            return ran if len(ran) == count == len(pods) else None
+
+        result: list[dict[str, Any]] = wait_for(f"{count} bound pods of Job {job}", bound, timeout=timeout)
+        return result
+
+    def wait_gated(self, job: str, count: int, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """``count`` pods of the Job made and held by a scheduling gate, unbound."""
+
+        def gated() -> list[dict[str, Any]] | None:
+            pods = self.pods(job)
+            held = [p for p in pods if p["spec"].get("schedulingGates") and not p["spec"].get("nodeName")]
+            return held if len(held) == count == len(pods) else None
+
+        result: list[dict[str, Any]] = wait_for(f"{count} gated pods of Job {job}", gated, timeout=timeout)
+        return result
+
+    def delete(self, job: str) -> None:
+        """The Job and its Workload. The garbage collector would delete the Workload, its dependent, too, but it
+        learns of Kueue's CRDs only at its next discovery (every 30 s), so a sandbox just up would wait for it."""
+        workload = self.workload(job)
+        self.kubectl("delete", "job", job, "-n", self.namespace, "--ignore-not-found", "--wait=false")
+        if workload is not None:
+            name = workload["metadata"]["name"]
+            self.kubectl("delete", "workloads.kueue.x-k8s.io", name, "-n", self.namespace, "--ignore-not-found")
+
+    def delete_all(self, timeout: float = 60.0) -> None:
+        """Every Job of the namespace gone, with its pods and Workloads."""
+        self.kubectl("delete", "jobs", "--all", "-n", self.namespace, "--wait=false")
+        # Not left to the garbage collector (see ``delete``).
+        for kind in ("workloads.kueue.x-k8s.io", "pods"):
+            self.kubectl(
+                "delete",
+                kind,
+                "--all",
+                "-n",
+                self.namespace,
+                "--grace-period=0",
+                "--force",
+                "--wait=false",
+                check=False,
+            )
+
+        def emptied() -> bool:
+            jobs = (self._get("jobs", "-n", self.namespace) or {}).get("items")
+            workloads = (self._get("workloads.kueue.x-k8s.io", "-n", self.namespace) or {}).get("items")
+            pods = (self._get("pods", "-n", self.namespace) or {}).get("items")
+            return not jobs and not workloads and not pods
+
+        wait_for(f"namespace {self.namespace} emptied of Jobs, Workloads and pods", emptied, timeout=timeout)
