@@ -287,6 +287,8 @@ def demo(
         console.print(box.kubectl("get", "nodes", "-L", "gputopo.io/interconnect,gputopo.io/gpu.count,"
                                   "fabric.topograph.run/tier-0"))  # fmt: skip
         box.kubectl("create", "namespace", NAMESPACE, check=False)
+        # A demo run again on the same sandbox starts from an empty namespace, not from the last run's jobs.
+        box.kubectl("delete", "trainingjobs,jobs,pods", "--all", "-n", NAMESPACE, "--wait=true", "--timeout=90s")
         examples = _examples_dir()
         gangs = 0
         # The PriorityClasses first: the jobs name them.
