@@ -338,3 +338,23 @@ def test_while_its_victims_terminate_the_preemptor_says_so_and_stays_quiet() -> 
     assert placed_.reason == "Preempting" and placed_.message.startswith("waiting for default/low to end")
     assert mine is None or not mine.events
     assert status.nomination is not None
+
+
+def test_a_gang_preemptor_whose_victims_still_run_waits_pending_and_quiet() -> None:
+    status = running(placed([("n0", list(range(8))), ("n1", list(range(8)))]))
+    status.conditions = []
+    low = tj("low", "research", status, workers=2)
+    pods = [pod(low, r, node=f"n{r}", gpus=tuple(range(8)), phase="Running") for r in (0, 1)]
+    pending = foreign_gang(member(0), member(1), priority=1000, owner=OWNER)
+    v = replace(cluster().node("n0").node("n1", leaf="leaf-a").with_pods(*pods).view(), priority_classes=CLASSES)
+    first = recorded(step([low], pods, v, gangs=_gang_input(pending, None)))
+    # The nomination is read back; its victim's pods have not ended yet.
+    terminating = [replace(p, deleting=True) for p in pods]
+    v = replace(v, pods=tuple(terminating))
+    result = step([low], terminating, v, now=1001.0, gangs=_gang_input(pending, first))
+    after = recorded(result)
+    assert after.phase == "Pending" and after.message.startswith("waiting for default/low to end")
+    assert after.nomination == first.nomination
+    assert not [
+        e for _, e in next(a for a in result.gang_actions if a.key == KEY).events if e.reason == "GangUnplaceable"
+    ]
