@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from gputopo.api.gangplacement import MAX_GANG_SIZE
 from gputopo.api.gpus import GpuCountError, pod_gpus
 from gputopo.api.group import DRA_DEVICE_CLASS
 from gputopo.gangs.annotations import PodNeeds
@@ -24,6 +25,7 @@ __all__ = [
     "annotations_of",
     "as_int",
     "bare_claim",
+    "bounded",
     "claim_template_gpus",
     "completion_index",
     "controller_of",
@@ -223,10 +225,22 @@ def owner_body(bodies: Mapping[Key, Raw], namespace: str, name: str) -> Raw | No
     return found if isinstance(found, Mapping) else None
 
 
+def bounded(size: int | None, where: str, problems: list[str]) -> int | None:
+    """``size`` when a gang may hold that many pods; None, with the problem said, when it is more (a replica
+    count of a billion is an error to name, not a list to build)."""
+    if size is not None and size > MAX_GANG_SIZE:
+        problems.append(f"{where}: {size} pods, more than a gang may hold ({MAX_GANG_SIZE})")
+        return None
+    return size
+
+
 def group_size(raw: str | None, where: str, problems: list[str]) -> int | None:
     """A gang's size as a label or annotation of its pods gives it (``where`` names which), or None with the
     problem said."""
     size = as_int(raw)
+    if size is not None and size > MAX_GANG_SIZE:
+        problems.append(f'{where}: "{raw}" is more pods than a gang may hold ({MAX_GANG_SIZE})')
+        return None
     if size is not None and size >= 1:
         return size
     shown = "missing" if raw is None else f'"{raw}" is not a whole number ≥ 1'

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gputopo.api.gangplacement import MAX_GANG_SIZE
 from gputopo.api.group import LABEL_RANK
 from gputopo.errors import GputopoError
 from gputopo.gangs.claims import COMPLETION_INDEX, Owners, Raw, annotations_of, as_int, mapping, text
@@ -91,6 +92,8 @@ def _count(value: object, field: str, default: int | None = None) -> int:
     if not found:
         shown = "missing" if value is None else f"{value!r} is not a whole number ≥ 1"
         raise ManifestError(f"{field}: {shown}")
+    if found > MAX_GANG_SIZE:
+        raise ManifestError(f"{field}: {found} is more pods than a gang may hold ({MAX_GANG_SIZE})")
     return found
 
 
@@ -198,6 +201,11 @@ def _jobset(jobset: Body) -> list[Body]:
         job_spec = mapping(template.get("spec"))
         exclusive = annotations_of(template).get(js.EXCLUSIVE_KEY) or whole
         replicas = _count(rjob.get("replicas"), f"spec.replicatedJobs[{i}].replicas", default=1)
+        if len(pods) + replicas * max(0, js.pods_per_job(job_spec)) > MAX_GANG_SIZE:
+            raise ManifestError(
+                f"spec.replicatedJobs[{i}]: {len(pods) + replicas * js.pods_per_job(job_spec)} pods in all, more than "
+                f"a gang may hold ({MAX_GANG_SIZE})"
+            )
         for job_index in range(replicas):
             labels = {
                 js.JOBSET_NAME_KEY: name,

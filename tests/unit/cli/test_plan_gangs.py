@@ -295,3 +295,11 @@ def test_garbage_in_a_gang_manifest_is_never_a_traceback(tmp_path: Path, documen
     if code == 2:
         lines = stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"error: {tmp_path / 'job.yaml'}: "), stderr
+
+
+def test_a_gang_of_more_pods_than_a_gang_may_hold_is_one_line_at_once(tmp_path: Path) -> None:
+    body = _with(indexed_job(2, 8), ("spec", "parallelism"), 10**9)
+    code, _, stderr = _plan(tmp_path, body)
+    assert code == 2
+    assert stderr.strip().endswith("spec.parallelism: 1000000000 is more pods than a gang may hold (8192)")
+    assert len(stderr.strip().splitlines()) == 1

@@ -291,3 +291,27 @@ def test_podgroup_under_a_composite_group_leaves_the_gang_to_its_jobset() -> Non
     owners = Owners(podgroups={(NS, "llama-workers-0-pg"): group}, jobsets={(NS, "llama"): js})
     (gang,) = read_gangs([first], owners).gangs
     assert gang.id == GangId(NS, "jobset", "llama") and gang.declared is not None and gang.declared.size == 2
+
+
+def _refused(read_pods: list[dict[str, object]], owners: Owners, names: str) -> None:
+    (gang,) = read_gangs(read_pods, owners).gangs  # a gang with a problem is refused, never planned
+    assert any(names in p and "more than a gang may hold (8192)" in p for p in gang.problems), gang.problems
+
+
+def test_a_billion_replicas_is_a_problem_named_not_a_list_built() -> None:
+    """A size from any source above what a gang may hold is refused at once, naming where it came from."""
+    js = jobset("huge", ("workers", 1, 1, 8))
+    pods = jobset_pods(js)
+    js["spec"]["replicatedJobs"][0]["replicas"] = 10**9  # type: ignore[index]
+    _refused(pods, Owners(jobsets={(NS, "huge"): js}), "JobSet huge: spec.replicatedJobs[0]")
+    pt = pytorchjob("huge", 1, 1, 8, 8)
+    pt_pods = [pytorch_pod(pt, "master", 0, 8).build()]
+    pt["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 10**9  # type: ignore[index]
+    _refused(pt_pods, Owners(pytorchjobs={(NS, "huge"): pt}), "PyTorchJob team-a/huge: worker.replicas")
+    group = lws("huge", 2, 8, 8)
+    lws_pods = [lws_pod(group, 0, 0, 8).build()]
+    group["spec"]["leaderWorkerTemplate"]["size"] = 10**9  # type: ignore[index]
+    _refused(lws_pods, Owners(leaderworkersets={(NS, "huge"): group}), "LeaderWorkerSet team-a/huge: size")
+    big = job("huge", 2, 8)
+    big["spec"]["parallelism"] = big["spec"]["completions"] = 10**9  # type: ignore[index]
+    _refused([job_pod(big, 0, 8).build()], Owners(jobs={(NS, "huge"): big}), "Job team-a/huge")

@@ -15,6 +15,7 @@ from gputopo.gangs.claims import (
     Owners,
     Raw,
     annotations_of,
+    bounded,
     completion_index,
     controller_of,
     labels_of,
@@ -51,7 +52,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
             return None
         if text(controller_of(job).get("kind")) == "JobSet":
             return None
-        size = pods_per_job(spec)
+        size = bounded(pods_per_job(spec), f"Job {namespace}/{owner.name}", problems)
         gpus = template_gpus(spec.get("template"), f"Job {namespace}/{owner.name}", problems, owners, namespace)
         declared = Declared(size, (gpus,) * size) if size else None
     return Claim(

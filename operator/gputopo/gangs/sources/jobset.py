@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Final
 
+from gputopo.api.gangplacement import MAX_GANG_SIZE
 from gputopo.gangs.annotations import read_needs
 from gputopo.gangs.claims import (
     Claim,
@@ -21,6 +22,7 @@ from gputopo.gangs.claims import (
     Raw,
     annotations_of,
     as_int,
+    bounded,
     completion_index,
     labels_of,
     mapping,
@@ -97,6 +99,10 @@ def _declared(
             )
         exclusive = exclusive or own or None
         offsets[rjob_name] = len(shape)
+        if replicas > 0 and per_job > 0 and len(shape) + replicas * per_job > MAX_GANG_SIZE:
+            where = f"JobSet {name}: spec.replicatedJobs[{i}]"
+            bounded(len(shape) + replicas * per_job, where, problems)
+            break
         for job in range(replicas):
             part = job_name(name, rjob_name, job) if (own or whole) else ""
             shape += [gpus] * per_job

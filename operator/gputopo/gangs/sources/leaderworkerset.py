@@ -21,6 +21,7 @@ from gputopo.gangs.claims import (
     Raw,
     annotations_of,
     as_int,
+    bounded,
     labels_of,
     mapping,
     namespace_of,
@@ -73,8 +74,8 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
         owner = replace(owner, uid=text(mapping(lws.get("metadata")).get("uid")))
         template = mapping(mapping(lws.get("spec")).get("leaderWorkerTemplate"))
         declared_size = as_int(template.get("size"))
-        size = 1 if declared_size is None else declared_size
         where = f"LeaderWorkerSet {namespace}/{name}"
+        size = bounded(1 if declared_size is None else declared_size, f"{where}: size", problems)
         worker_gpus = template_gpus(
             template.get("workerTemplate"), f"{where}: workerTemplate", problems, owners, namespace
         )

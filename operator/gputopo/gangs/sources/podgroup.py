@@ -22,6 +22,7 @@ from gputopo.gangs.claims import (
     Raw,
     annotations_of,
     as_int,
+    bounded,
     completion_index,
     controller_of,
     labels_of,
@@ -108,7 +109,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
     declared = None
     if not min_count:
         problems.append(f"{where}: spec.schedulingPolicy.gang.minCount is not a whole number ≥ 1")
-    else:
+    elif bounded(min_count, f"{where}: spec.schedulingPolicy.gang.minCount", problems) is not None:
         declared = Declared(min_count, (gpus,) * min_count)
     key = _topology_key(spec)
     needs = replace(pod_needs.needs, required_label=key) if key else pod_needs.needs

@@ -22,6 +22,7 @@ from gputopo.gangs.claims import (
     Raw,
     annotations_of,
     as_int,
+    bounded,
     controller_of,
     labels_of,
     mapping,
@@ -101,20 +102,22 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
             if rt not in specs:
                 continue
             replicas = as_int(specs[rt].get("replicas"))
-            replicas = 1 if replicas is None else replicas
+            where = f"PyTorchJob {namespace}/{name}: {rt}.replicas"
+            replicas = bounded(1 if replicas is None else replicas, where, problems) or 0
             gpus = template_gpus(
                 specs[rt].get("template"), f"PyTorchJob {namespace}/{name}: {rt}", problems, owners, namespace
             )
             shape += [gpus] * replicas
             roles += [rt] * replicas
-        declared = Declared(len(shape), tuple(shape), tuple(roles)) if shape else None
+        total = bounded(len(shape), f"PyTorchJob {namespace}/{name}", problems)
+        declared = Declared(len(shape), tuple(shape), tuple(roles)) if shape and total else None
         if index is not None and rtype in _ORDER:
             rank = index + 1 if rtype == "worker" and "master" in specs else index
     else:
         rank = as_int(_env(pod, "RANK") or _env(pod, "PET_NODE_RANK") or "")
         if rank is None and index is not None and rtype in _ORDER:
             rank = index  # no RANK env: the controller sets it only when there is a Master
-        size = as_int(_env(pod, "PET_NNODES") or "")
+        size = bounded(as_int(_env(pod, "PET_NNODES") or ""), f"pod of PyTorchJob {name}: PET_NNODES", problems)
         if size:
             declared = Declared(size, (own_gpus(pod, problems, owners),) * size)
             uniform = True
