@@ -245,3 +245,14 @@ def test_never_part_of_a_gang() -> None:
     snap, gangs = running(snapshot(node("n0"), node("n1")), gang("wide").on("n0", *range(8)).on("n1", *range(8)))
     plan = _plan(plan_preemption(snap, preemptor(1, 8), gangs, NOW))
     assert _names(plan) == ["wide"] and plan.victim_gpus == 16
+
+
+def test_over_the_victim_budget_fewer_larger_gangs() -> None:
+    """Four one-GPU gangs that started late (little work lost) and one four-GPU gang that started early share a
+    node; the preemptor wants four GPUs. Dearest first keeps the four cheap gangs, over a budget of two
+    victims; the pass that drops the smallest first finds the one four-GPU gang, within it."""
+    small = [gang(f"small-{i}").on("n0", i).started(9_000) for i in range(4)]
+    snap, gangs = running(snapshot(node("n0")), *small, gang("big").on("n0", 4, 5, 6, 7).started(0))
+    assert _names(_plan(plan_preemption(snap, preemptor(1, 4), gangs, NOW))) == [f"small-{i}" for i in range(4)]
+    plan = _plan(plan_preemption(snap, preemptor(1, 4), gangs, PreemptionRules(now=NOW.now, max_victims=2)))
+    assert _names(plan) == ["big"]
