@@ -19,8 +19,10 @@ freed:
    counts ``moved_work_share`` of it), the number of gangs broken, the fragmentation left in the domain.
    Among the cheapest, the domain giving the preemptor the best bus bandwidth wins.
 
-The whole cluster is searched only when no smaller domain holds the gang, since one engine call there costs
-as much as every switch's together.
+The whole cluster is searched last, since one engine call there costs as much as every switch's together:
+when no smaller domain holds the gang, or when its bound is cheaper than the best plan found; then its plan
+is kept only at no worse bus bandwidth than that plan (a gang whose bandwidth the nodes bound anyway need not
+lose four times the work to stay under one switch).
 """
 
 from __future__ import annotations
@@ -412,17 +414,33 @@ def plan_preemption(
         return NoPreemption(why, eligible.describe())
     found: list[_Found] = []
     searched = 0
-    for bound, domain in _cheapest_first(search, leveled):
-        if searched >= rules.max_domains or (found and domain.level == CLUSTER):
-            break
-        if found and bound > min((f.cost.highest_priority, f.cost.work_lost_gpu_s) for f in found):
-            break
+
+    def cheapest() -> tuple[int, float]:
+        return min((f.cost.highest_priority, f.cost.work_lost_gpu_s) for f in found)
+
+    def search_in(domain: Domain) -> None:
+        nonlocal searched
         searched += 1
         cleared = search.clear(domain)
         if cleared is None:
-            continue
+            return
         chosen, placement = cleared
+        if domain.level == CLUSTER and found:
+            # Searched after a smaller domain's plan only because its bound is cheaper: kept only at no worse
+            # bus bandwidth than the plan it would replace, so less work lost never costs the preemptor bandwidth.
+            best = min(found, key=lambda f: (f.cost, -f.placement.busbw_gbps, f.domain.rank))
+            if placement.busbw_gbps < best.placement.busbw_gbps - 1e-6:
+                return
         found.append(_Found(chosen, placement, search.cost(domain, chosen, placement, set()), domain, ()))
+
+    whole = [(level, domain) for level, domain in leveled if domain.level == CLUSTER]
+    for bound, domain in _cheapest_first(search, [x for x in leveled if x[1].level != CLUSTER]):
+        if searched >= rules.max_domains or (found and bound > cheapest()):
+            break
+        search_in(domain)
+    for level, domain in whole:
+        if searched < rules.max_domains and (not found or (level, search.work_bound(domain, level)) <= cheapest()):
+            search_in(domain)
     if not found:
         return NoPreemption(
             f"no domain holds it within {rules.max_victims} victims of lower priority "
