@@ -10,8 +10,14 @@ same pass, which reuses it). One run, fixed seeds.
 
 Goals: high-priority p99 wait <= the victims' grace period + 5 s; victim GPU-hours lost <= 0.7x the priority-only
 policy's; high-priority bus bandwidth >= the priority-only policy's; decision p99 <= 200 ms at 10,000 nodes.
+
+The two policies' replays soon run different clusters, so their totals mix the choice of victims with where
+each replay went. Two more figures tell them apart: each policy's preemptions costed against the other's
+victims on the same cluster (the replay's ``shadow``), and the loss ratio on a few more seeds of each profile
+(same sizes, other clusters and traces), whose spread shows how much one seed's ratio says.
 Writes bench/reports/preemption.{json,md,png}.  Run: python bench/bench_preemption.py [scenario names]
-(``--report-only`` rewrites the Markdown and the plot from the JSON).
+(``--report-only`` rewrites the Markdown and the plot from the JSON; ``--decision-only`` times the decisions
+again and keeps the replays of the last run).
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from gputopo.placement.types import Snapshot
 from gputopo.sim.generate import generate_cluster, generate_nvl72_cluster
 from gputopo.sim.preemption.occupied import occupied_cluster
 from gputopo.sim.preemption.replay import PREEMPTION_POLICIES, replay
-from gputopo.sim.preemption.trace import generate_priority_trace
+from gputopo.sim.preemption.trace import PriorityJob, generate_priority_trace
 
 REPORTS = Path(__file__).parent / "reports"
 GRACE_S = 30.0
@@ -46,6 +52,7 @@ SCENARIOS: list[dict[str, Any]] = [
     {"name": "mixed-256", "jobs": 300, "mean_interarrival": 25.0, "seed": 21},
     {"name": "nvl72-8-racks", "jobs": 200, "mean_interarrival": 50.0, "seed": 22},
 ]
+MORE_SEEDS = (1, 2, 3, 4)  # the same profiles, other clusters and traces: the loss ratio's spread
 
 
 def _cluster(name: str, seed: int) -> Snapshot:
@@ -54,7 +61,7 @@ def _cluster(name: str, seed: int) -> Snapshot:
     return generate_cluster(random.Random(seed), 256)
 
 
-def scenario(spec: dict[str, Any]) -> dict[str, Any]:
+def _inputs(spec: dict[str, Any]) -> tuple[Snapshot, list[PriorityJob]]:
     nvl72 = spec["name"].startswith("nvl72")
     snapshot = _cluster(spec["name"], spec["seed"])
     shape: dict[str, Any] = {"gpus_per_node": 4, "slice_share": 0.3} if nvl72 else {}
@@ -65,10 +72,19 @@ def scenario(spec: dict[str, Any]) -> dict[str, Any]:
         mean_interarrival=spec["mean_interarrival"],
         **shape,
     )
+    return snapshot, trace
+
+
+SHADOW = {"gputopo": "priority-only", "priority-only": "gputopo"}
+
+
+def scenario(spec: dict[str, Any]) -> dict[str, Any]:
+    snapshot, trace = _inputs(spec)
     out: dict[str, Any] = {"nodes": len(snapshot), "gpus": snapshot.total_gpus, **spec, "policies": {}}
     for name in POLICIES:
         t0 = time.monotonic()
-        summary = replay(snapshot, trace, PREEMPTION_POLICIES[name]).summary("high")
+        shadow = PREEMPTION_POLICIES[SHADOW[name]] if name in SHADOW else None
+        summary = replay(snapshot, trace, PREEMPTION_POLICIES[name], shadow=shadow).summary("high")
         out["policies"][name] = {**summary, "replay_s": round(time.monotonic() - t0, 1)}
         print(f"{spec['name']} {name}: {json.dumps(summary)}", flush=True)
     ours, peer = out["policies"]["gputopo"], out["policies"]["priority-only"]
@@ -81,10 +97,35 @@ def scenario(spec: dict[str, Any]) -> dict[str, Any]:
         "high_busbw_at_least_priority_only": (ours["high_mean_busbw_GBps"] or 0)
         >= (peer["high_mean_busbw_GBps"] or 0) - 1e-9,
     }
+    out["more_seeds"] = more_seeds(spec)
     return out
 
 
+def more_seeds(spec: dict[str, Any]) -> dict[str, Any]:
+    """The loss ratio to priority-only on ``MORE_SEEDS`` (the scenario's own seed first), and pooled."""
+    rows = []
+    for seed in (spec["seed"], *MORE_SEEDS):
+        snapshot, trace = _inputs({**spec, "seed": seed})
+        row: dict[str, Any] = {"seed": seed}
+        for name in ("gputopo", "priority-only"):
+            s = replay(snapshot, trace, PREEMPTION_POLICIES[name]).summary("high")
+            row[name] = {k: s[k] for k in ("victim_gpu_hours_lost", "high_wait_p99_s", "high_mean_busbw_GBps")}
+        peer = row["priority-only"]["victim_gpu_hours_lost"]
+        row["lost_ratio"] = row["gputopo"]["victim_gpu_hours_lost"] / peer if peer else None
+        print(f"{spec['name']} seed {seed}: {json.dumps(row)}", flush=True)
+        rows.append(row)
+    ours = sum(r["gputopo"]["victim_gpu_hours_lost"] for r in rows)
+    peer = sum(r["priority-only"]["victim_gpu_hours_lost"] for r in rows)
+    ratios = sorted(r["lost_ratio"] for r in rows if r["lost_ratio"] is not None)
+    return {
+        "seeds": rows,
+        "pooled_lost_ratio": ours / peer if peer else None,
+        "median_lost_ratio": statistics.median(ratios) if ratios else None,
+    }
+
+
 def decision_time(nodes: int = 10_000, decisions: int = 20, seed: int = 31) -> dict[str, Any]:
+    load = [round(x, 1) for x in os.getloadavg()]  # the p99 of 20 decisions is the slowest: load shows in it
     snapshot, running = occupied_cluster(seed, nodes)
     rules = PreemptionRules(now=10_000.0)
     cold: list[float] = []
@@ -117,6 +158,7 @@ def decision_time(nodes: int = 10_000, decisions: int = 20, seed: int = 31) -> d
         "warm_p50_ms": ms(warm, 0.5),
         "warm_p99_ms": ms(warm, 0.99),
         "mean_victims": statistics.fmean(victims),
+        "load_average": load,
         "goal_p99_at_most_200ms_warm": ms(warm, 0.99) <= 200,
         "goal_p99_at_most_200ms_cold": ms(cold, 0.99) <= 200,
     }
@@ -152,6 +194,7 @@ def _markdown(doc: dict[str, Any]) -> str:
             f"(goal <= 0.7x): **{word[g['victim_gpu_hours_lost_at_most_0.7x']]}**",
             f"- high bus bandwidth >= priority-only: **{word[g['high_busbw_at_least_priority_only']]}**",
         ]
+        lines += _same_state(sc) + _more_seeds(sc)
     d = doc["decision"]
     lines += [
         "",
@@ -164,9 +207,57 @@ def _markdown(doc: dict[str, Any]) -> str:
         "",
         f"Goal p99 <= 200 ms: warm **{'met' if d['goal_p99_at_most_200ms_warm'] else 'missed'}**, "
         f"cold **{'met' if d['goal_p99_at_most_200ms_cold'] else 'missed'}**; {d['mean_victims']:.1f} victims "
-        "per decision on average.",
+        f"per decision on average. Host load average (1, 5, 15 min) when the timing started: "
+        f"{d.get('load_average', 'not recorded')}.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _same_state(sc: dict[str, Any]) -> list[str]:
+    out = [
+        "",
+        "Victim choice alone: each policy's preemptions, and what the other would lose on the same clusters.",
+        "",
+    ]
+    out += ["| replay of | preemptions asked | other found none | victim GPU-h lost | other's on the same | ratio |"]
+    out += ["|---|---|---|---|---|---|"]
+    for name, s in sc["policies"].items():
+        if "same_state_decisions" not in s:
+            continue
+        ratio = s["same_state_lost_ratio"]
+        out.append(
+            f"| {name} (other: {s['same_state_shadow']}) | {s['same_state_decisions']} | "
+            f"{s['same_state_shadow_refused']} | {s['same_state_victim_gpu_hours_lost']:.1f} | "
+            f"{s['same_state_shadow_victim_gpu_hours_lost']:.1f} | {'-' if ratio is None else f'{ratio:.2f}x'} |"
+        )
+    by_class = {n: s.get("victim_gpu_hours_lost_by_preemptor_class", {}) for n, s in sc["policies"].items()}
+    parts = [
+        f"{n}: " + ", ".join(f"{cls} {hours:.1f}" for cls, hours in classes.items())
+        for n, classes in by_class.items()
+        if classes
+    ]
+    return [*out, "", f"Victim GPU-hours lost per preemptor class: {'; '.join(parts)}."]
+
+
+def _more_seeds(sc: dict[str, Any]) -> list[str]:
+    more = sc.get("more_seeds")
+    if not more:
+        return []
+    out = ["", "The same profile on more seeds (other cluster and trace):", ""]
+    out += ["| seed | gputopo GPU-h lost | priority-only GPU-h lost | ratio | high p99 s gputopo / priority-only |"]
+    out += ["|---|---|---|---|---|"]
+    for r in more["seeds"]:
+        ratio = r["lost_ratio"]
+        out.append(
+            f"| {r['seed']} | {r['gputopo']['victim_gpu_hours_lost']:.1f} | "
+            f"{r['priority-only']['victim_gpu_hours_lost']:.1f} | {'-' if ratio is None else f'{ratio:.2f}x'} | "
+            f"{r['gputopo']['high_wait_p99_s'] or 0:.0f} / {r['priority-only']['high_wait_p99_s'] or 0:.0f} |"
+        )
+    return [
+        *out,
+        "",
+        f"Pooled ratio (sum over seeds) {more['pooled_lost_ratio']:.2f}x, median {more['median_lost_ratio']:.2f}x.",
+    ]
 
 
 def _plot(doc: dict[str, Any], path: Path) -> None:
@@ -195,8 +286,12 @@ def _plot(doc: dict[str, Any], path: Path) -> None:
 
 
 def main() -> None:
-    if sys.argv[1:] == ["--report-only"]:  # rewrite the Markdown and the plot from the JSON of the last run
+    if sys.argv[1:] in (["--report-only"], ["--decision-only"]):  # from the JSON of the last run
         doc = json.loads((REPORTS / "preemption.json").read_text())
+        if sys.argv[1] == "--decision-only":  # time the decisions again, keep the replays
+            doc["decision"] = decision_time()
+            print(json.dumps(doc["decision"]), flush=True)
+            (REPORTS / "preemption.json").write_text(json.dumps(doc, indent=2) + "\n")
         (REPORTS / "preemption.md").write_text(_markdown(doc))
         _plot(doc, REPORTS / "preemption.png")
         return

@@ -245,3 +245,32 @@ def test_never_part_of_a_gang() -> None:
     snap, gangs = running(snapshot(node("n0"), node("n1")), gang("wide").on("n0", *range(8)).on("n1", *range(8)))
     plan = _plan(plan_preemption(snap, preemptor(1, 8), gangs, NOW))
     assert _names(plan) == ["wide"] and plan.victim_gpus == 16
+
+
+def test_over_the_victim_budget_fewer_larger_gangs() -> None:
+    """Four one-GPU gangs that started late (little work lost) and one four-GPU gang that started early share a
+    node; the preemptor wants four GPUs. Dearest first keeps the four cheap gangs, over a budget of two
+    victims; the pass that drops the smallest first finds the one four-GPU gang, within it."""
+    small = [gang(f"small-{i}").on("n0", i).started(9_000) for i in range(4)]
+    snap, gangs = running(snapshot(node("n0")), *small, gang("big").on("n0", 4, 5, 6, 7).started(0))
+    assert _names(_plan(plan_preemption(snap, preemptor(1, 4), gangs, NOW))) == [f"small-{i}" for i in range(4)]
+    plan = _plan(plan_preemption(snap, preemptor(1, 4), gangs, PreemptionRules(now=NOW.now, max_victims=2)))
+    assert _names(plan) == ["big"]
+
+
+@pytest.mark.parametrize(("node_type", "victims"), [("h100-nvl-pairs", ["a-new", "b-new"]), ("hgx-h100", None)])
+def test_whole_cluster_when_cheaper_at_no_worse_bandwidth(node_type: str, victims: list[str] | None) -> None:
+    """Two spines of two full nodes, an old gang (much work lost) and a new one in each. A switch's plan ends
+    both its gangs; across the spines the two new gangs suffice. On nodes whose PCIe pairs bound the bandwidth
+    anyway (as low across spines as within one), the cluster-wide plan wins; on NVLink nodes, where it would
+    cost the gang three quarters of its bandwidth, the switch's plan stays."""
+    nodes = [node(f"{s}{i}", node_type).leaf(f"leaf-{s}", f"spine-{s}") for s in "ab" for i in range(2)]
+    gangs = [gang(f"{s}-{age}").on(f"{s}{i}", *range(8)).started(at) for s in "ab" for i, (age, at) in
+             enumerate((("old", 0), ("new", 9_000)))]  # fmt: skip
+    snap, running_gangs = running(snapshot(*nodes), *gangs)
+    plan = _plan(plan_preemption(snap, preemptor(2, 8), running_gangs, NOW))
+    if victims is not None:
+        assert _names(plan) == victims and plan.domain.level == "cluster"
+    else:
+        assert len({v.name[0] for v in plan.victims}) == 1 and plan.victim_gpus == 16
+        assert plan.placement.busbw_gbps == place(snapshot(nodes[0], nodes[1]), preemptor(2, 8).request).busbw_gbps

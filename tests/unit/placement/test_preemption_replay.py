@@ -47,3 +47,23 @@ def test_victim_resumes_from_its_checkpoint() -> None:
     report = replay(snapshot(node("n0"), node("n1")), TRACE, PREEMPTION_POLICIES["gputopo"])
     victim = next(o for o in report.outcomes if o.preempted)
     assert victim.job in ("low-a", "low-b") and victim.preempted == 1
+
+
+def test_shadow_policy_costed_on_the_same_cluster() -> None:
+    """low-a never checkpoints (a preemption at 1,000 s loses 8,000 GPU-s), low-b checkpoints every 600 s
+    (loses 3,200). gputopo ends low-b; priority-only, asked on the same cluster without acting, would end low-a
+    (both started together; the first running goes first), so the same-state ratio is 0.4."""
+    trace = [
+        _job("low-a", 0, 10_000, 8, 0),
+        _job("low-b", 0, 10_000, 8, 0, checkpoint_interval_s=600.0),
+        _job("high", 1_000, 100, 8, 10),
+    ]
+    policies = PREEMPTION_POLICIES
+    report = replay(snapshot(node("n0"), node("n1")), trace, policies["gputopo"], shadow=policies["priority-only"])
+    victim = next(o for o in report.outcomes if o.preempted)
+    assert victim.job == "low-b" and report.victim_gpu_seconds_lost == 3_200
+    summary = report.summary("high")
+    assert summary["same_state_decisions"] == 1 and summary["same_state_shadow_refused"] == 0
+    assert summary["same_state_shadow_victim_gpu_hours_lost"] == 8_000 / 3600
+    assert summary["same_state_lost_ratio"] == 0.4
+    assert summary["victim_gpu_hours_lost_by_preemptor_class"] == {"high": 3_200 / 3600}

@@ -11,21 +11,25 @@ freed:
    after ``PreemptionRules.max_domains`` domains.
 2. Greedy: victims are added lowest priority first, then least work lost per GPU freed in the domain, then
    largest, until the gang places; then a minimality pass drops, dearest first, every victim without which
-   it still places. No subset enumeration: the engine is called O(victims) times per domain.
+   it still places. When that leaves more victims than ``max_victims``, a second pass over the greedy set
+   drops the smallest gangs first, so fewer, larger gangs make the room. No subset enumeration: the engine
+   is called O(victims) times per domain.
 3. Cost, compared in order: the highest priority among the victims, the work they lose (GPU-seconds since
    their checkpoint or start; a victim that can be re-placed at once elsewhere at no worse bus bandwidth
    counts ``moved_work_share`` of it), the number of gangs broken, the fragmentation left in the domain.
    Among the cheapest, the domain giving the preemptor the best bus bandwidth wins.
 
-The whole cluster is searched only when no smaller domain holds the gang, since one engine call there costs
-as much as every switch's together.
+The whole cluster is searched last, since one engine call there costs as much as every switch's together:
+when no smaller domain holds the gang, or when its bound is cheaper than the best plan found; then its plan
+is kept only at no worse bus bandwidth than that plan (a gang whose bandwidth the nodes bound anyway need not
+lose four times the work to stay under one switch).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from gputopo.placement.engine import place
 from gputopo.placement.filters import node_rejection
@@ -222,7 +226,8 @@ class _Search:
 
         Greedy by node: each node's victims go together, nodes cheapest per slot gained first (lowest highest
         priority, then least work per slot), until the domain has slots for every worker and the engine places
-        the gang; the minimality pass then keeps only the victims it needs.
+        the gang; the minimality pass then keeps only the victims it needs (``minimal``), dearest dropped first,
+        or smallest first when dearest first leaves more than the victim budget.
         """
         g = self.request.gpus_per_worker
         freed: dict[int, int] = {}
@@ -263,20 +268,37 @@ class _Search:
                 placement = self.places(domain, chosen)
         if placement is None:
             return None
+        greedy, first = chosen, placement
         # Victims whose GPUs the placement does not use are not needed: drop them without asking the engine.
         # Not in multi-node NVLink domains, where nodes in use count against the domain's cap.
         if not any(self.snapshot.nvlink_domains[i] for i in domain.nodes):
             used = gpus_by_node(placement)
             chosen = [k for k in chosen if any(used.get(n, frozenset()) & g for n, g in self.freed_by(k).items())]
-        # Minimality: drop, dearest first, every victim the preemptor does not need.
-        for k in sorted(chosen, key=lambda k: (-self.victims[k].priority, -self.work[k], self.victims[k].name)):
+        chosen, placement = self.minimal(domain, chosen, placement, self._dearest)
+        if len(chosen) > self.rules.max_victims:
+            # Over the victim budget: the greedy set again, the smallest gangs dropped first, so fewer and
+            # larger gangs make the room (dearest first keeps the cheapest, often many small gangs).
+            chosen, placement = self.minimal(domain, greedy, first, self._smallest)
+        if len(chosen) > self.rules.max_victims:
+            return None
+        return tuple(chosen), placement
+
+    def minimal(
+        self, domain: Domain, chosen: list[int], placement: Placement, order: Callable[[int], tuple[Any, ...]]
+    ) -> tuple[list[int], Placement]:
+        """Minimality: drop, in ``order``, every victim without which the engine still places the preemptor."""
+        for k in sorted(chosen, key=order):
             rest = [j for j in chosen if j != k]
             again = self.places(domain, rest)
             if again is not None:
                 chosen, placement = rest, again
-        if len(chosen) > self.rules.max_victims:
-            return None
-        return tuple(chosen), placement
+        return chosen, placement
+
+    def _dearest(self, k: int) -> tuple[int, float, str]:
+        return (-self.victims[k].priority, -self.work[k], self.victims[k].name)
+
+    def _smallest(self, k: int) -> tuple[int, int, float, str]:
+        return (self.index.sizes[k], -self.victims[k].priority, -self.work[k], self.victims[k].name)
 
     def cost(self, domain: Domain, chosen: tuple[int, ...], placement: Placement, moved: set[int]) -> PreemptionCost:
         work = sum(self.work[k] * (self.rules.moved_work_share if k in moved else 1.0) for k in chosen)
@@ -392,17 +414,33 @@ def plan_preemption(
         return NoPreemption(why, eligible.describe())
     found: list[_Found] = []
     searched = 0
-    for bound, domain in _cheapest_first(search, leveled):
-        if searched >= rules.max_domains or (found and domain.level == CLUSTER):
-            break
-        if found and bound > min((f.cost.highest_priority, f.cost.work_lost_gpu_s) for f in found):
-            break
+
+    def cheapest() -> tuple[int, float]:
+        return min((f.cost.highest_priority, f.cost.work_lost_gpu_s) for f in found)
+
+    def search_in(domain: Domain) -> None:
+        nonlocal searched
         searched += 1
         cleared = search.clear(domain)
         if cleared is None:
-            continue
+            return
         chosen, placement = cleared
+        if domain.level == CLUSTER and found:
+            # Searched after a smaller domain's plan only because its bound is cheaper: kept only at no worse
+            # bus bandwidth than the plan it would replace, so less work lost never costs the preemptor bandwidth.
+            best = min(found, key=lambda f: (f.cost, -f.placement.busbw_gbps, f.domain.rank))
+            if placement.busbw_gbps < best.placement.busbw_gbps - 1e-6:
+                return
         found.append(_Found(chosen, placement, search.cost(domain, chosen, placement, set()), domain, ()))
+
+    whole = [(level, domain) for level, domain in leveled if domain.level == CLUSTER]
+    for bound, domain in _cheapest_first(search, [x for x in leveled if x[1].level != CLUSTER]):
+        if searched >= rules.max_domains or (found and bound > cheapest()):
+            break
+        search_in(domain)
+    for level, domain in whole:
+        if searched < rules.max_domains and (not found or (level, search.work_bound(domain, level)) <= cheapest()):
+            search_in(domain)
     if not found:
         return NoPreemption(
             f"no domain holds it within {rules.max_victims} victims of lower priority "

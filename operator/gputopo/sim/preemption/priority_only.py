@@ -4,7 +4,7 @@ Candidates are the running gangs the same rules allow (lower priority, preemptib
 runtime, not protected, no cycle), taken lowest priority first, then most recently started, until the engine
 places the preemptor on the whole cluster with their GPUs freed; then, as Kueue does, each is put back in turn
 if the preemptor still places without it. The preemptor is placed by gputopo's engine either way, so a
-comparison measures the choice of victims alone.
+comparison on the same cluster (the replay's ``shadow``) measures the choice of victims alone.
 """
 
 from __future__ import annotations

@@ -7,6 +7,11 @@ is tried again (jobs behind a blocked one may start: backfill). A job the engine
 meanwhile (its nomination), so nothing else takes them; it starts when they are free. A victim goes back to
 the queue, in its priority's place, and resumes from its last checkpoint; what it ran since is lost. No clock
 is read: time is the trace's.
+
+Two replays of one trace under different policies soon run different clusters (other victims, other jobs
+waiting), so their totals mix the choice of victims with where the replay went. A ``shadow`` policy is asked
+too at each preemption, on the same cluster, without acting on its answer: the work its victims would lose
+there measures the choice of victims alone.
 """
 
 from __future__ import annotations
@@ -24,7 +29,10 @@ from gputopo.placement.types import Placement, Request, Snapshot
 from gputopo.sim.preemption.priority_only import preempt_by_priority
 from gputopo.sim.preemption.trace import PriorityJob
 
-__all__ = ["PREEMPTION_POLICIES", "Preempt", "PreemptionReport", "PriorityOutcome", "replay"]
+# A report's figures by name: numbers, the shadow's name, the loss per preemptor class.
+Figures = dict[str, float | int | str | dict[str, float] | None]
+
+__all__ = ["PREEMPTION_POLICIES", "Preempt", "PreemptionReport", "PriorityOutcome", "SameState", "replay"]
 
 
 class Preempt:
@@ -72,9 +80,11 @@ class PreemptionReport:
     preemptions: int = 0
     victim_gpu_seconds_lost: float = 0.0
     movable: int = 0  # victims the plan found room for at once elsewhere
+    lost_by_preemptor_class: dict[str, float] = field(default_factory=dict)  # victim GPU-seconds, per class
+    shadow: SameState | None = None
 
-    def summary(self, high: str) -> dict[str, float | int | None]:
-        """The figures of the class ``high``, and the cost to everyone else."""
+    def summary(self, high: str) -> Figures:
+        """The figures of the class ``high``, the cost to everyone else, and the shadow's on the same states."""
         mine = [o for o in self.outcomes if o.priority_class == high]
         waits = sorted(o.wait for o in mine)
         comm = [o.busbw_gbps for o in mine if o.gpus > 1]
@@ -89,6 +99,43 @@ class PreemptionReport:
             "victim_gpu_hours_lost": self.victim_gpu_seconds_lost / 3600,
             "jobs_never_placed": sum(self.never_placed.values()),
             "mean_wait_s_all": statistics.fmean(o.wait for o in self.outcomes) if self.outcomes else 0.0,
+            "victim_gpu_hours_lost_by_preemptor_class": {
+                cls: seconds / 3600 for cls, seconds in sorted(self.lost_by_preemptor_class.items())
+            },
+            **(self.shadow.summary() if self.shadow is not None else {}),
+        }
+
+
+@dataclass(slots=True)
+class SameState:
+    """At each of the policy's preemptions, what the ``shadow`` policy would have done on the same cluster.
+
+    ``lost`` and ``shadow_lost``: victim GPU-seconds of both, over the decisions where both preempt;
+    ``shadow_refused``: decisions where the shadow finds no preemption (the policy's loss there is not counted).
+    """
+
+    shadow: str
+    decisions: int = 0
+    lost: float = 0.0
+    shadow_lost: float = 0.0
+    shadow_refused: int = 0
+
+    def add(self, now: float, plan: PreemptionPlan, theirs: PreemptionPlan | NoPreemption) -> None:
+        self.decisions += 1
+        if not isinstance(theirs, PreemptionPlan) or not theirs.victims:
+            self.shadow_refused += 1
+            return
+        self.lost += sum(v.work_lost(now) for v in plan.victims)
+        self.shadow_lost += sum(v.work_lost(now) for v in theirs.victims)
+
+    def summary(self) -> Figures:
+        return {
+            "same_state_shadow": self.shadow,
+            "same_state_decisions": self.decisions,
+            "same_state_shadow_refused": self.shadow_refused,
+            "same_state_victim_gpu_hours_lost": self.lost / 3600,
+            "same_state_shadow_victim_gpu_hours_lost": self.shadow_lost / 3600,
+            "same_state_lost_ratio": self.lost / self.shadow_lost if self.shadow_lost else None,
         }
 
 
@@ -123,9 +170,10 @@ def replay(
     max_victims_per_pass: int = 16,
     preemptors_per_pass: int = 2,
     on_event: Callable[[int, int], None] | None = None,
+    shadow: Preempt | None = None,
 ) -> PreemptionReport:
     """Replay ``trace`` under ``policy``; see the module's docstring."""
-    report = PreemptionReport(policy.name)
+    report = PreemptionReport(policy.name, shadow=SameState(shadow.name) if shadow is not None else None)
     by_name = {job.name: i for i, job in enumerate(trace)}
     events: list[tuple[float, int, int, int]] = []  # (time, kind, job, generation)
     for i, job in enumerate(trace):
@@ -196,10 +244,16 @@ def replay(
                 running = None
                 continue
             preemptors -= 1
+            if shadow is not None and report.shadow is not None:
+                report.shadow.add(now, plan, shadow(snapshot, wanted, running, rules))
             grace = 0.0
             for victim in plan.victims:
                 k = by_name[victim.name]
                 report.victim_gpu_seconds_lost += victim.work_lost(now)
+                cls = job.priority_class
+                report.lost_by_preemptor_class[cls] = report.lost_by_preemptor_class.get(cls, 0.0) + victim.work_lost(
+                    now
+                )
                 report.preemptions += 1
                 times_preempted[k] += 1
                 budget -= 1
