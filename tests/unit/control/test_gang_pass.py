@@ -19,6 +19,7 @@ from gputopo.control.facts import JobKey
 from gputopo.control.gangactions import GangActions
 from gputopo.control.gangpass import GangInput
 from gputopo.control.gangrecords import GangRecord, record_facts
+from gputopo.control.queue import Limits
 from gputopo.control.reconcile import PassInput, PassResult, PassRules, run_pass
 from gputopo.control.view import ClusterView
 from gputopo.gangs.claims import Owners
@@ -337,3 +338,23 @@ def test_a_rank_that_ends_before_the_next_arrives_keeps_the_plan_for_it() -> Non
     later = run([gang(done, member(1))], two_nodes(), {KEY: recorded(held)}, now=30)
     assert [p.name for p in actions(later).patches] == ["train-1-x1"]
     assert not later.gang_plans  # steered into the plan it had, not planned again
+
+
+def test_a_gang_the_pass_did_not_reach_writes_nothing_and_the_next_pass_plans_it() -> None:
+    other = GangId("team", "job", "waits")
+    first, second = gang(member(0), member(1)), replace(gang(member(0), member(1)), id=other)
+    bodies = {m.uid: body(m) for m in first.members}
+    given = GangInput({KEY: first, JobKey(other.key): second}, {}, bodies, planner)
+    one = Limits(placements=1)
+    result = run_pass(PassInput({}, {}, two_nodes(), at(10), gangs=given), PassRules(CONFIG, place, one))
+    assert [a.key for a in result.gang_actions] == [KEY]  # no record, no status for the gang left for later
+    assert result.queue_length == 1 and result.wake_at == at(10)  # which the next pass, at once, plans
+    given = GangInput({KEY: first, JobKey(other.key): second}, {KEY: recorded(result)}, bodies, planner)
+    after = run_pass(
+        PassInput(
+            {}, {}, cluster().node("n0").node("n1").node("n2").node("n3").view(), at(10), busy={KEY}, gangs=given
+        ),
+        PassRules(CONFIG, place, one),
+    )
+    assert [a.key for a in after.gang_actions] == [JobKey(other.key)]
+    assert actions(after, JobKey(other.key)).record is not None
