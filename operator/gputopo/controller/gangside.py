@@ -22,7 +22,8 @@ from gputopo.control.gangrecords import GangRecord, record_facts
 from gputopo.controller.gangwatches import GangWatches
 from gputopo.controller.gangwriter import GangWritten, write_gang
 from gputopo.controller.gate import PriorityGate
-from gputopo.gangs.claims import Owners
+from gputopo.gangs.claimmemo import ClaimMemo
+from gputopo.gangs.claims import Claim, Owners
 from gputopo.gangs.model import Gang
 from gputopo.gangs.planning import plan_gang
 from gputopo.gangs.read import MemberMemo, Refusal, read_gangs
@@ -55,6 +56,10 @@ class GangSide:
     events: set[asyncio.Task[None]] = field(default_factory=set)  # Events and gates lifted, going out
     # The members the last pass read: a pass reads again only the pods that changed since (``MemberMemo``).
     members: MemberMemo = field(default_factory=MemberMemo)
+    # What each pod was claimed as: claimed again only when it, or an owner its claim looked up, changed.
+    claims: ClaimMemo[Claim | Refusal | None] = field(default_factory=ClaimMemo)
+    # Each GangPlacement body the last pass read, and its record: read again only once the watch has a new body.
+    records_read: dict[int, tuple[Any, GangRecord | None]] = field(default_factory=dict)
 
     def read(
         self,
@@ -75,14 +80,18 @@ class GangSide:
             pytorchjobs=watches.pytorch_jobs,
             claim_templates=claim_templates,
         )
-        found = read_gangs(pods, owners, self.members)
+        found = read_gangs(pods, owners, self.members, self.claims)
         self._tell(found.refused)
         self._let_go(found.unclaimed, watches)
         records: dict[JobKey, GangRecord] = {}
+        read: dict[int, tuple[Any, GangRecord | None]] = {}
         for body in watches.gang_placements.values():
-            record = record_facts(body)
+            kept = self.records_read.get(id(body))
+            record = kept[1] if kept is not None and kept[0] is body else record_facts(body)
+            read[id(body)] = (body, record)
             if record is not None and self.watches_namespace(record.key[0]):
                 records[record.key] = self._freshest(record)
+        self.records_read = read
         bodies: dict[str, Any] = {}
         for pod in pods:
             uid = _meta(pod).get("uid")
