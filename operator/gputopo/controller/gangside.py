@@ -124,18 +124,35 @@ class GangSide:
         self.writing[actions.key] = task
 
     async def _write(self, actions: GangActions, record: GangRecord | None, gate: PriorityGate | None) -> None:
-        try:
-            written: GangWritten = await write_gang(self.client, actions, gate=gate)
+        """The gang's writes; it is busy until they are through. Its Events go out after, while it is not."""
+        through = False
+
+        def written_before_events(written: GangWritten) -> None:
+            nonlocal through
+            through = True
             if written.status_written and record is not None:
                 self.written[actions.key] = (record, time.monotonic())
             if written.error is not None or written.eviction_blocked:
                 asyncio.get_running_loop().call_later(2.0, self.poke)  # try again soon
+            self._not_busy(actions.key)
+
+        try:
+            await write_gang(self.client, actions, gate=gate, written_before_events=written_before_events)
         except Exception:  # one gang's writes must not go unheard; the next pass steps it afresh
             logger.exception("writing gang %s/%s failed", *actions.key)
         finally:
-            if self.writing.get(actions.key) is asyncio.current_task():
-                del self.writing[actions.key]
-            self.poke()
+            if not through:
+                self._not_busy(actions.key)
+
+    def _not_busy(self, key: JobKey) -> None:
+        """The gang's writes are through: passes step it again. What is left of its task (its Events) is kept
+        among ``events`` until it is done."""
+        task = asyncio.current_task()
+        if task is not None and self.writing.get(key) is task:
+            del self.writing[key]
+            self.events.add(task)
+            task.add_done_callback(self.events.discard)
+        self.poke()
 
     def _let_go(self, unclaimed: tuple[Refusal, ...], watches: GangWatches) -> None:
         """Lift gputopo's gate from gated pods no source makes a gang of (a user's gate on a pod of no gang):
