@@ -60,6 +60,9 @@ class GangSide:
     claims: ClaimMemo[Claim | Refusal | None] = field(default_factory=ClaimMemo)
     # Each GangPlacement body the last pass read, and its record: read again only once the watch has a new body.
     records_read: dict[int, tuple[Any, GangRecord | None]] = field(default_factory=dict)
+    # News that cannot change a plan: a gang's writes that changed no pod are through (None: ``poke``).
+    poke_soon: Callable[[], None] | None = None
+    placing: int = 0  # gangs whose new plans' writes are going out
 
     def read(
         self,
@@ -122,6 +125,8 @@ class GangSide:
         """Start one gang's writes without waiting for them."""
         task = asyncio.create_task(self._write(actions, left_by(actions), gate))
         self.writing[actions.key] = task
+        if actions.placed:
+            self.placing += 1
 
     async def _write(self, actions: GangActions, record: GangRecord | None, gate: PriorityGate | None) -> None:
         """The gang's writes; it is busy until they are through. Its Events go out after, while it is not."""
@@ -134,7 +139,9 @@ class GangSide:
                 self.written[actions.key] = (record, time.monotonic())
             if written.error is not None or written.eviction_blocked:
                 asyncio.get_running_loop().call_later(2.0, self.poke)  # try again soon
-            self._not_busy(actions.key)
+            # Members that came while the gang was busy wait for the next pass, unless every rank had its pod.
+            whole = record is not None and not record.missing and not written.patch_failed
+            self._not_busy(actions, urgent=written.error is not None or not whole)
 
         try:
             await write_gang(self.client, actions, gate=gate, written_before_events=written_before_events)
@@ -142,17 +149,19 @@ class GangSide:
             logger.exception("writing gang %s/%s failed", *actions.key)
         finally:
             if not through:
-                self._not_busy(actions.key)
+                self._not_busy(actions, urgent=True)
 
-    def _not_busy(self, key: JobKey) -> None:
-        """The gang's writes are through: passes step it again. What is left of its task (its Events) is kept
-        among ``events`` until it is done."""
+    def _not_busy(self, actions: GangActions, urgent: bool) -> None:
+        """The gang's writes are through: passes step it again; at once (``urgent``) when members of it may be
+        waiting for that pass. What is left of its task (its Events) is kept among ``events`` until it is done."""
         task = asyncio.current_task()
-        if task is not None and self.writing.get(key) is task:
-            del self.writing[key]
+        if task is not None and self.writing.get(actions.key) is task:
+            del self.writing[actions.key]
+            if actions.placed:
+                self.placing -= 1
             self.events.add(task)
             task.add_done_callback(self.events.discard)
-        self.poke()
+        (self.poke if urgent or self.poke_soon is None else self.poke_soon)()
 
     def _let_go(self, unclaimed: tuple[Refusal, ...], watches: GangWatches) -> None:
         """Lift gputopo's gate from gated pods no source makes a gang of (a user's gate on a pod of no gang):

@@ -275,3 +275,42 @@ def test_a_gang_is_busy_until_its_writes_are_through_not_until_its_events_are_po
     assert seen["events going out"] == 1 and seen["events left"] == 0
     assert seen["calls"] == ["create", "status", "evict", "patch", "patch", "event"]
     assert seen["written"]  # the record its writes left outranks the watch's until the watch shows it
+
+
+def test_a_gangs_new_plan_counts_while_it_goes_out_and_its_end_is_urgent_only_while_members_may_wait() -> None:
+    async def scenario() -> list[tuple[str, int, list[str]]]:
+        heard: list[str] = []
+        client = RecordingClient()
+        side = GangSide(
+            cast(KubeClient, client),
+            lambda: heard.append("now"),
+            300.0,
+            poke_soon=lambda: heard.append("soon"),
+        )
+        seen = []
+        whole = {"generation": 1, "nodes": ["n1"]}
+        short = {**whole, "missingRanks": [2]}
+        report = actions(record=None, evictions=[], patches=[], events=[], placed=False)
+        cases = [
+            ("placed, a rank missing", actions(events=[], status=short)),
+            ("placed whole", actions(events=[])),
+            ("placed whole, a patch refused", actions(events=[])),
+            ("report", report),
+        ]
+        for name, gang in cases:
+            client.patches = {"js-w-0-1-x": False} if "refused" in name else {}
+            side.start(gang, None)
+            counted = side.placing
+            while side.busy():
+                await asyncio.sleep(0)
+            seen.append((name, counted, list(heard)))
+            heard.clear()
+        assert side.placing == 0
+        return seen
+
+    assert asyncio.run(scenario()) == [
+        ("placed, a rank missing", 1, ["now"]),  # its member may have come meanwhile
+        ("placed whole", 1, ["soon"]),
+        ("placed whole, a patch refused", 1, ["now"]),  # the pod changed: the next pass decides
+        ("report", 0, ["soon"]),
+    ]
