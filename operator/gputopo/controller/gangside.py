@@ -19,11 +19,9 @@ from gputopo.control.facts import JobKey
 from gputopo.control.gangactions import GangActions, Involved
 from gputopo.control.gangpass import GangInput
 from gputopo.control.gangrecords import GangRecord, record_facts
-from gputopo.controller.gangslots import SharedSlots
 from gputopo.controller.gangwatches import GangWatches
 from gputopo.controller.gangwriter import GangWritten, write_gang
 from gputopo.controller.gate import PriorityGate
-from gputopo.controller.writer import JOB_CONCURRENCY_SHARE
 from gputopo.gangs.claimmemo import ClaimMemo
 from gputopo.gangs.claims import Claim, Owners
 from gputopo.gangs.model import Gang
@@ -65,7 +63,6 @@ class GangSide:
     # News that cannot change a plan: a gang's writes that changed no pod are through (None: ``poke``).
     poke_soon: Callable[[], None] | None = None
     placing: int = 0  # gangs whose new plans' writes are going out
-    slots: SharedSlots | None = None  # the gate's slots the gangs' writes share (``gangslots``)
 
     def read(
         self,
@@ -125,17 +122,13 @@ class GangSide:
         return set(self.writing)
 
     def start(self, actions: GangActions, gate: PriorityGate | None) -> None:
-        """Start one gang's writes without waiting for them; with ``gate``, within its slots, each shared by as
-        many gangs as a TrainingJob's writes make calls at once (``JOB_CONCURRENCY_SHARE``)."""
-        if gate is not None and (self.slots is None or self.slots.gate is not gate):
-            self.slots = SharedSlots(gate, JOB_CONCURRENCY_SHARE)
-        shared = self.slots if gate is not None else None
-        task = asyncio.create_task(self._write(actions, left_by(actions), shared))
+        """Start one gang's writes without waiting for them."""
+        task = asyncio.create_task(self._write(actions, left_by(actions), gate))
         self.writing[actions.key] = task
         if actions.placed:
             self.placing += 1
 
-    async def _write(self, actions: GangActions, record: GangRecord | None, gate: SharedSlots | None) -> None:
+    async def _write(self, actions: GangActions, record: GangRecord | None, gate: PriorityGate | None) -> None:
         """The gang's writes; it is busy until they are through. Its Events go out after, while it is not."""
         through = False
 

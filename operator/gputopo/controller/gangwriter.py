@@ -10,8 +10,7 @@ refused because its pod changed or is gone is an outcome, not an error. The Even
 stopped (they say what the actions did); one that cannot be posted is only logged.
 
 Given the ``PriorityGate`` of the TrainingJobs' writes (``Writer.gate``), a gang's writes share its slots: a new
-plan's, and those that steer pods into a plan held (members that came later), as placements; the rest as updates;
-Events last.
+plan's as placements, the rest as updates, Events last.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from typing import Any, TypeVar
 
 from gputopo.control.gangactions import ClaimAllocation, GangActions, PodPatch
 from gputopo.control.gangdra import claim_patches
-from gputopo.controller.gangslots import SharedSlots
 from gputopo.controller.gate import PriorityGate
 from gputopo.controller.writer import Priority
 from gputopo.kube.client import KubeClient
@@ -79,7 +77,7 @@ async def write_gang(
     client: KubeClient,
     actions: GangActions,
     *,
-    gate: PriorityGate | SharedSlots | None = None,
+    gate: PriorityGate | None = None,
     written_before_events: Callable[[GangWritten], None] | None = None,
 ) -> GangWritten:
     """Carry out ``actions`` in order (see the module); with ``gate``, within its slots. ``written_before_events``
@@ -95,7 +93,7 @@ async def write_gang(
         async with gate.slot(priority):
             yield
 
-    async with slot(Priority.PLACEMENT if actions.placed or actions.patches else Priority.UPDATE):
+    async with slot(Priority.PLACEMENT if actions.placed else Priority.UPDATE):
         written = await _write(client, actions)
     if written.error is not None:
         logger.warning("gang %s: %s", where, written.error)
