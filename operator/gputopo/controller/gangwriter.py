@@ -10,7 +10,8 @@ refused because its pod changed or is gone is an outcome, not an error. The Even
 stopped (they say what the actions did); one that cannot be posted is only logged.
 
 Given the ``PriorityGate`` of the TrainingJobs' writes (``Writer.gate``), a gang's writes share its slots: a new
-plan's as placements, the rest as updates, Events last.
+plan's, and those that steer pods into a plan held (members that came later), as placements; the rest as updates;
+Events last.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ async def write_gang(
         async with gate.slot(priority):
             yield
 
-    async with slot(Priority.PLACEMENT if actions.placed else Priority.UPDATE):
+    async with slot(Priority.PLACEMENT if actions.placed or actions.patches else Priority.UPDATE):
         written = await _write(client, actions)
     if written.error is not None:
         logger.warning("gang %s: %s", where, written.error)

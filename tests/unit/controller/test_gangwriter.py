@@ -13,6 +13,7 @@ from gputopo.control.gangactions import ClaimAllocation, Eviction, GangActions, 
 from gputopo.controller.gangside import GangSide
 from gputopo.controller.gangwriter import GangWritten, write_gang
 from gputopo.controller.gate import PriorityGate
+from gputopo.controller.writer import Priority
 from gputopo.kube.client import EvictionOutcome, InvolvedObject, KubeClient
 from gputopo.kube.errors import ApiError
 
@@ -314,3 +315,24 @@ def test_a_gangs_new_plan_counts_while_it_goes_out_and_its_end_is_urgent_only_wh
         ("placed whole, a patch refused", 1, ["now"]),  # the pod changed: the next pass decides
         ("report", 0, ["soon"]),
     ]
+
+
+def test_steering_later_members_into_a_held_plan_goes_before_other_gangs_updates() -> None:
+    """Pods waiting to be steered are on the way to Running; a status that only reports is not."""
+
+    async def scenario() -> list[str]:
+        client = RecordingClient()
+        gate = PriorityGate(1)
+        await gate.acquire(Priority.UPDATE)  # the one slot is taken: both writes below wait for it
+        report = actions(record=None, evictions=[], patches=[], events=[], placed=False)
+        steer = actions(record=None, status=None, evictions=[], events=[], placed=False)
+        steer.patches = [PodPatch("js-w-0-1-x", "", STEER)]
+        first = asyncio.create_task(write_gang(cast(KubeClient, client), report, gate=gate))
+        await asyncio.sleep(0)
+        second = asyncio.create_task(write_gang(cast(KubeClient, client), steer, gate=gate))
+        await asyncio.sleep(0)
+        gate.release(Priority.UPDATE)
+        await asyncio.gather(first, second)
+        return kinds(client)
+
+    assert asyncio.run(scenario()) == ["patch", "status"]
