@@ -82,5 +82,10 @@ class GangActions:
             self.record or self.status is not None or self.evictions or self.claims or self.patches or self.events
         )
 
+    @property
+    def reports_only(self) -> bool:
+        """Whether these actions only record and report (the record, its status, Events): no pod changes by them."""
+        return not (self.evictions or self.claims or self.patches)
+
     def event(self, about: Involved, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         self.events.append((about, EventNote(type_, reason, message)))

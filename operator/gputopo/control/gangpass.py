@@ -45,6 +45,7 @@ class GangPass:
     given: GangInput
     steps: dict[JobKey, GangStep] = field(default_factory=dict)
     plans: list[PlannedGang] = field(default_factory=list)
+    tried: set[JobKey] = field(default_factory=set)  # gangs the queue answered this pass
 
     def step_all(
         self,
@@ -94,6 +95,7 @@ class GangPass:
         return planned_from_records(records)
 
     def settled(self, key: JobKey, result: Placement | Unplaceable, now: datetime) -> None:
+        self.tried.add(key)
         done = self.steps[key]
         plan = settle(self.given.gangs[key], done, result, self.given.bodies, now)
         if plan is not None:
@@ -105,7 +107,14 @@ class GangPass:
         return {k: (self.given.records[k].generation if k in self.given.records else None) for k in keys}
 
     def actions(self) -> list[GangActions]:
-        return [s.actions for s in self.steps.values() if s.actions]
+        """Each gang's actions; but a gang the queue did not reach (the pass stopped early) that would only record
+        and report writes nothing: the next pass, right after, steps it afresh and plans it. Its writes would keep
+        it busy, out of that pass, for as long as the API server takes."""
+        return [
+            s.actions
+            for key, s in self.steps.items()
+            if s.actions and not (s.wants_placement and key not in self.tried and s.actions.reports_only)
+        ]
 
 
 def _gone(key: JobKey, record: GangRecord) -> GangStep:

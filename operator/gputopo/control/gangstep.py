@@ -268,10 +268,7 @@ def _held(
     elif bound and not missing:
         phase, why = Phase.RUNNING, ""
     else:
-        phase = Phase.PLANNED
-        why = f"waiting for ranks {_list(missing)} to be created" if missing else "waiting for kube-scheduler to bind"
-        if waiting and not missing:
-            why = f"waiting: {waiting[0]}"
+        phase, why = Phase.PLANNED, _planned_message(missing, waiting)
     waiting_for = tuple(r for r in unplanned if r in live and live[r].gated)
     if rec.phase == Phase.RESTARTING:
         for rank in unplanned:
@@ -327,6 +324,14 @@ def _evict_again(gang: Gang, rec: GangRecord, actions: GangActions) -> GangStep 
 
 def _list(ranks: tuple[int, ...]) -> str:
     return ", ".join(map(str, ranks))
+
+
+def _planned_message(missing: tuple[int, ...], waiting: list[str]) -> str:
+    """What a planned gang whose ranks are not all bound waits for: its missing ranks' pods, the claims of its
+    pods (``waiting``: why pods were held back), or kube-scheduler."""
+    if missing:
+        return f"waiting for ranks {_list(missing)} to be created"
+    return f"waiting: {waiting[0]}" if waiting else "waiting for kube-scheduler to bind"
 
 
 def _fault(gang: Gang, rec: GangRecord, faults: list[Fault], actions: GangActions) -> GangStep:
@@ -427,8 +432,8 @@ def settle(
     )
     record = _with_pods(record, gang)
     waiting = _steer(gang, record, bodies, done.pin, actions)
-    if waiting and not record.missing:
-        record = replace(record, message=f"waiting: {waiting[0]}")
+    # Recorded as the next step would say it while the ranks are bound: that step writes no status of its own.
+    record = replace(record, message=_planned_message(record.missing, waiting))
     actions.placed = True
     _rewrite(gang, rec, record, actions)
     done.record = record

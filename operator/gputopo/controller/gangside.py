@@ -22,7 +22,8 @@ from gputopo.control.gangrecords import GangRecord, record_facts
 from gputopo.controller.gangwatches import GangWatches
 from gputopo.controller.gangwriter import GangWritten, write_gang
 from gputopo.controller.gate import PriorityGate
-from gputopo.gangs.claims import Owners
+from gputopo.gangs.claimmemo import ClaimMemo
+from gputopo.gangs.claims import Claim, Owners
 from gputopo.gangs.model import Gang
 from gputopo.gangs.planning import plan_gang, preemptor_request
 from gputopo.gangs.read import MemberMemo, Refusal, read_gangs
@@ -55,6 +56,13 @@ class GangSide:
     events: set[asyncio.Task[None]] = field(default_factory=set)  # Events and gates lifted, going out
     # The members the last pass read: a pass reads again only the pods that changed since (``MemberMemo``).
     members: MemberMemo = field(default_factory=MemberMemo)
+    # What each pod was claimed as: claimed again only when it, or an owner its claim looked up, changed.
+    claims: ClaimMemo[Claim | Refusal | None] = field(default_factory=ClaimMemo)
+    # Each GangPlacement body the last pass read, and its record: read again only once the watch has a new body.
+    records_read: dict[int, tuple[Any, GangRecord | None]] = field(default_factory=dict)
+    # News that cannot change a plan: a gang's writes that changed no pod are through (None: ``poke``).
+    poke_soon: Callable[[], None] | None = None
+    placing: int = 0  # gangs whose new plans' writes are going out
 
     def read(
         self,
@@ -75,14 +83,18 @@ class GangSide:
             pytorchjobs=watches.pytorch_jobs,
             claim_templates=claim_templates,
         )
-        found = read_gangs(pods, owners, self.members)
+        found = read_gangs(pods, owners, self.members, self.claims)
         self._tell(found.refused)
         self._let_go(found.unclaimed, watches)
         records: dict[JobKey, GangRecord] = {}
+        read: dict[int, tuple[Any, GangRecord | None]] = {}
         for body in watches.gang_placements.values():
-            record = record_facts(body)
+            kept = self.records_read.get(id(body))
+            record = kept[1] if kept is not None and kept[0] is body else record_facts(body)
+            read[id(body)] = (body, record)
             if record is not None and self.watches_namespace(record.key[0]):
                 records[record.key] = self._freshest(record)
+        self.records_read = read
         bodies: dict[str, Any] = {}
         for pod in pods:
             uid = _meta(pod).get("uid")
@@ -120,20 +132,43 @@ class GangSide:
         """Start one gang's writes without waiting for them."""
         task = asyncio.create_task(self._write(actions, left_by(actions), gate))
         self.writing[actions.key] = task
+        if actions.placed:
+            self.placing += 1
 
     async def _write(self, actions: GangActions, record: GangRecord | None, gate: PriorityGate | None) -> None:
-        try:
-            written: GangWritten = await write_gang(self.client, actions, gate=gate)
+        """The gang's writes; it is busy until they are through. Its Events go out after, while it is not."""
+        through = False
+
+        def written_before_events(written: GangWritten) -> None:
+            nonlocal through
+            through = True
             if written.status_written and record is not None:
                 self.written[actions.key] = (record, time.monotonic())
             if written.error is not None or written.eviction_blocked:
                 asyncio.get_running_loop().call_later(2.0, self.poke)  # try again soon
+            # Members that came while the gang was busy wait for the next pass, unless every rank had its pod.
+            whole = record is not None and not record.missing and not written.patch_failed
+            self._not_busy(actions, urgent=written.error is not None or not whole)
+
+        try:
+            await write_gang(self.client, actions, gate=gate, written_before_events=written_before_events)
         except Exception:  # one gang's writes must not go unheard; the next pass steps it afresh
             logger.exception("writing gang %s/%s failed", *actions.key)
         finally:
-            if self.writing.get(actions.key) is asyncio.current_task():
-                del self.writing[actions.key]
-            self.poke()
+            if not through:
+                self._not_busy(actions, urgent=True)
+
+    def _not_busy(self, actions: GangActions, urgent: bool) -> None:
+        """The gang's writes are through: passes step it again; at once (``urgent``) when members of it may be
+        waiting for that pass. What is left of its task (its Events) is kept among ``events`` until it is done."""
+        task = asyncio.current_task()
+        if task is not None and self.writing.get(actions.key) is task:
+            del self.writing[actions.key]
+            if actions.placed:
+                self.placing -= 1
+            self.events.add(task)
+            task.add_done_callback(self.events.discard)
+        (self.poke if urgent or self.poke_soon is None else self.poke_soon)()
 
     def _let_go(self, unclaimed: tuple[Refusal, ...], watches: GangWatches) -> None:
         """Lift gputopo's gate from gated pods no source makes a gang of (a user's gate on a pod of no gang):

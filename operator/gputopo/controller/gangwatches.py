@@ -266,7 +266,7 @@ class Keyed(Mapping[Key, Trimmed]):
 class GangWatches:
     """The gang watches, as maps by (namespace, name): ``pods`` (candidates only), ``pod_groups``, ``jobs``
     (gangs' Jobs only), ``job_sets``, ``leader_worker_sets``, ``pytorch_jobs`` and ``gang_placements``. Each change
-    of what is kept calls ``poke``.
+    of what is kept calls ``poke`` (``poke_soon`` for the GangPlacements: gputopo's own writes come back there).
 
     ``async with`` starts the watches of the kinds served and returns once each has listed its kind once."""
 
@@ -345,6 +345,8 @@ class GangWatches:
         trim = kind.trim
         parse: Callable[[str, Mapping[str, Any], dict[str, Any] | None], dict[str, Any] | None]
         parse, on_change = (lambda _, obj, __: trim(obj)), self.poke
+        if kind is GANG_PLACEMENTS:
+            on_change = self.poke_soon  # gputopo's own records: a pass already holds what its writes left
         if kind is PODS:
             parse, on_change = self._pod_news()
         reflector: Reflector[dict[str, Any]] = Reflector(

@@ -10,7 +10,8 @@ refused because its pod changed or is gone is an outcome, not an error. The Even
 stopped (they say what the actions did); one that cannot be posted is only logged.
 
 Given the ``PriorityGate`` of the TrainingJobs' writes (``Writer.gate``), a gang's writes share its slots: a new
-plan's as placements, the rest as updates, Events last.
+plan's, and those that steer pods into a plan held (members that came later), as placements; the rest as updates;
+Events last.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -73,8 +74,16 @@ async def _all(calls: Sequence[Awaitable[T]]) -> tuple[list[T], ApiError | None]
     return results, error
 
 
-async def write_gang(client: KubeClient, actions: GangActions, *, gate: PriorityGate | None = None) -> GangWritten:
-    """Carry out ``actions`` in order (see the module); with ``gate``, within its slots."""
+async def write_gang(
+    client: KubeClient,
+    actions: GangActions,
+    *,
+    gate: PriorityGate | None = None,
+    written_before_events: Callable[[GangWritten], None] | None = None,
+) -> GangWritten:
+    """Carry out ``actions`` in order (see the module); with ``gate``, within its slots. ``written_before_events``
+    hears what became of the writes once they are through, before the Events go out (they wait for every other
+    write in the gate)."""
     where = f"{actions.namespace}/{actions.record_name}"
 
     @contextlib.asynccontextmanager
@@ -85,11 +94,13 @@ async def write_gang(client: KubeClient, actions: GangActions, *, gate: Priority
         async with gate.slot(priority):
             yield
 
-    async with slot(Priority.PLACEMENT if actions.placed else Priority.UPDATE):
+    async with slot(Priority.PLACEMENT if actions.placed or actions.patches else Priority.UPDATE):
         written = await _write(client, actions)
     if written.error is not None:
         logger.warning("gang %s: %s", where, written.error)
-    elif actions.events and not written.eviction_blocked:
+    if written_before_events is not None:
+        written_before_events(written)
+    if written.error is None and actions.events and not written.eviction_blocked:
         async with slot(Priority.EVENT):
             await _post_events(client, actions)
     return written

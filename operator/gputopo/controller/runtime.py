@@ -93,7 +93,11 @@ class Runtime:
         self.writer = Writer(self.client, self.statuses, self.metrics, self.settings.api_concurrency)
         if self.gangs is None and self.settings.gangs:
             self.gangs = GangSide(
-                self.client, self.poke, self.settings.gang_arrival_timeout_seconds, self.settings.watches
+                self.client,
+                self.poke,
+                self.settings.gang_arrival_timeout_seconds,
+                self.settings.watches,
+                poke_soon=lambda: self.poke(urgent=False),
             )
 
     @property
@@ -153,9 +157,10 @@ class Runtime:
         await self.drain()
 
     async def _quiet_window(self) -> None:
-        """While gangs' writes go out after a pass that had nothing to place, wait out ``QUIET_PASS_SECONDS`` from
-        it unless urgent news comes."""
-        if self.quiet_since is None or not self.placing or self.urgent.is_set():
+        """While gangs' writes go out (TrainingJobs' or foreign gangs' new plans) after a pass that had nothing to
+        place, wait out ``QUIET_PASS_SECONDS`` from it unless urgent news comes."""
+        placing = self.placing or (self.gangs is not None and self.gangs.placing)
+        if self.quiet_since is None or not placing or self.urgent.is_set():
             return
         left = self.quiet_since + QUIET_PASS_SECONDS - time.monotonic()
         if left > 0:

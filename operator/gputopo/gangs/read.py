@@ -17,6 +17,7 @@ from typing import Any
 from gputopo.api.group import ANNOTATION_GPUS, ANNOTATION_PLACEMENT_GENERATION, LABEL_JOB
 from gputopo.api.trainingjob import IntraNode
 from gputopo.gangs.annotations import ANNOTATION_GANG
+from gputopo.gangs.claimmemo import ClaimMemo
 from gputopo.gangs.claims import (
     Claim,
     Owners,
@@ -188,9 +189,15 @@ class _Claimed:
     claim: Claim
 
 
-def read_gangs(pods: Iterable[Mapping[str, Any]], owners: Owners, memo: MemberMemo | None = None) -> GangsRead:
+def read_gangs(
+    pods: Iterable[Mapping[str, Any]],
+    owners: Owners,
+    memo: MemberMemo | None = None,
+    claims: ClaimMemo[Claim | Refusal | None] | None = None,
+) -> GangsRead:
     """The gangs the pods gputopo places are members of, and the pods it refuses. With ``memo``, a pod whose body
-    the last read with it saw is not read again."""
+    the last read with it saw is not read again; with ``claims``, nor claimed again while the owners it was
+    claimed against are the same."""
     by_gang: dict[GangId, list[_Claimed]] = {}
     refused: list[Refusal] = []
     unclaimed: list[Refusal] = []
@@ -198,7 +205,7 @@ def read_gangs(pods: Iterable[Mapping[str, Any]], owners: Owners, memo: MemberMe
     for pod in pods:
         if not isinstance(pod, Mapping) or not is_member(pod):
             continue
-        found = claim_pod(pod, owners)
+        found = claim_pod(pod, owners) if claims is None else claims.claim(pod, owners, claim_pod)
         if isinstance(found, Refusal):
             refused.append(found)
             for _, read in EXPLICIT:
@@ -213,6 +220,8 @@ def read_gangs(pods: Iterable[Mapping[str, Any]], owners: Owners, memo: MemberMe
     gangs = tuple(_gang(gang, claimed, told.get(gang, []), owners, memo) for gang, claimed in sorted(by_gang.items()))
     if memo is not None:
         memo.done()
+    if claims is not None:
+        claims.done()
     return GangsRead(gangs, tuple(refused), tuple(unclaimed))
 
 

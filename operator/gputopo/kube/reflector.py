@@ -87,7 +87,7 @@ class Reflector(Generic[V]):
             backoff = min(backoff * 2, self.rhythm.max_backoff)
 
     def _keep(self, name: str, obj: Mapping[str, Any]) -> bool:
-        """Parse ``obj`` into the store; True when what is kept changed."""
+        """Parse ``obj`` into the store; True when what is kept changed (else the object kept before stays)."""
         before = self.items.get(name)
         try:
             value = self.parse(name, obj, before)
@@ -96,8 +96,10 @@ class Reflector(Generic[V]):
             return False
         if value is None:
             return self._drop(name)
+        if before is not None and value == before:
+            return False  # what is kept stays the very object it was: readers may know it by its identity
         self.items[name] = value
-        return before is None or value != before
+        return True
 
     def _drop(self, name: str) -> bool:
         if self.items.pop(name, None) is None:

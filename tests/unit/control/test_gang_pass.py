@@ -19,6 +19,7 @@ from gputopo.control.facts import JobKey
 from gputopo.control.gangactions import GangActions
 from gputopo.control.gangpass import GangInput
 from gputopo.control.gangrecords import GangRecord, record_facts
+from gputopo.control.queue import Limits
 from gputopo.control.reconcile import PassInput, PassResult, PassRules, run_pass
 from gputopo.control.view import ClusterView
 from gputopo.gangs.claims import Owners
@@ -333,7 +334,44 @@ def test_a_rank_that_ends_before_the_next_arrives_keeps_the_plan_for_it() -> Non
     record = recorded(run([gang(member(0))], two_nodes()))
     done = member(0, gates=(), node=record.plan[0].node, phase="Succeeded")
     held = run([gang(done)], two_nodes(), {KEY: record}, now=20)
-    assert recorded(held).phase == "Planned" and recorded(held).plan == record.plan
-    later = run([gang(done, member(1))], two_nodes(), {KEY: recorded(held)}, now=30)
+    assert not held.gang_actions and not held.gang_plans  # the record stays as it is: Planned, waiting for rank 1
+    assert record.phase == "Planned" and record.message == "waiting for ranks 1 to be created"
+    assert held.visible == {KEY: record.generation}
+    later = run([gang(done, member(1))], two_nodes(), {KEY: record}, now=30)
     assert [p.name for p in actions(later).patches] == ["train-1-x1"]
     assert not later.gang_plans  # steered into the plan it had, not planned again
+
+
+def test_a_gang_the_pass_did_not_reach_writes_nothing_and_the_next_pass_plans_it() -> None:
+    other = GangId("team", "job", "waits")
+    first, second = gang(member(0), member(1)), replace(gang(member(0), member(1)), id=other)
+    bodies = {m.uid: body(m) for m in first.members}
+    given = GangInput({KEY: first, JobKey(other.key): second}, {}, bodies, planner)
+    one = Limits(placements=1)
+    result = run_pass(PassInput({}, {}, two_nodes(), at(10), gangs=given), PassRules(CONFIG, place, one))
+    assert [a.key for a in result.gang_actions] == [KEY]  # no record, no status for the gang left for later
+    assert result.queue_length == 1 and result.wake_at == at(10)  # which the next pass, at once, plans
+    given = GangInput({KEY: first, JobKey(other.key): second}, {KEY: recorded(result)}, bodies, planner)
+    after = run_pass(
+        PassInput(
+            {}, {}, cluster().node("n0").node("n1").node("n2").node("n3").view(), at(10), busy={KEY}, gangs=given
+        ),
+        PassRules(CONFIG, place, one),
+    )
+    assert [a.key for a in after.gang_actions] == [JobKey(other.key)]
+    assert actions(after, JobKey(other.key)).record is not None
+
+
+def test_the_plans_record_already_says_what_it_waits_for_so_the_next_step_writes_no_status() -> None:
+    whole = run([gang(member(0), member(1))], two_nodes())
+    record = recorded(whole)
+    assert record.message == "waiting for kube-scheduler to bind" and record.missing == ()
+    steered = [member(r, gates=(), node=record.plan[r].node if r == 0 else None) for r in range(2)]
+    unbound = run([gang(*steered)], two_nodes(), {KEY: record})
+    assert not unbound.gang_actions  # rank 1 not bound yet: nothing new to record
+    bound = [member(r, gates=(), node=record.plan[r].node) for r in range(2)]
+    running = recorded(run([gang(*bound)], two_nodes(), {KEY: record}))
+    assert running.phase == "Running"
+
+    part = recorded(run([gang(member(0))], two_nodes()))
+    assert part.message == "waiting for ranks 1 to be created" and part.missing == (1,)

@@ -329,3 +329,22 @@ def test_news_of_a_pod_already_steered_waits_and_a_gated_or_deleted_one_does_not
     changed()
     changed()  # a deletion: nothing parsed
     assert urgent == ["soon", "now", "now"]
+
+
+def test_news_of_gputopos_own_records_waits_and_news_of_an_owner_does_not() -> None:
+    record = {"metadata": {"name": "jobset-js", "namespace": "ml"}, "spec": {"gang": "js"}, "status": {}}
+    group = {"metadata": {"name": "g", "namespace": "ml"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}
+    api = FakeApi(
+        {"gputopo.io/v1alpha1", "scheduling.k8s.io/v1beta1"}, {"/gangplacements": [record], "/podgroups": [group]}
+    )
+    heard: list[str] = []
+
+    async def go() -> None:
+        watches = GangWatches(
+            cast(KubeClient, api), lambda: heard.append("now"), poke_soon=lambda: heard.append("soon"), sleep=never
+        )
+        async with watches:
+            assert len(watches.gang_placements) == 1 and len(watches.pod_groups) == 1
+
+    asyncio.run(asyncio.wait_for(go(), 5))
+    assert sorted(heard) == ["now", "soon"]  # the PodGroup's list is news at once, the record's is not

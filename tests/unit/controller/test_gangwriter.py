@@ -1,4 +1,5 @@
-"""The gang writer over a recording client: the order of the writes, what stops them, and what it says."""
+"""The gang writer over a recording client: the order of the writes, what stops them, and what it says; and the
+runtime's gang side, whose gang is busy only until its writes are through."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import pytest
 
 from gputopo.control.facts import JobKey
 from gputopo.control.gangactions import ClaimAllocation, Eviction, GangActions, Involved, PodPatch
+from gputopo.controller.gangside import GangSide
 from gputopo.controller.gangwriter import GangWritten, write_gang
 from gputopo.controller.gate import PriorityGate
+from gputopo.controller.writer import Priority
 from gputopo.kube.client import EvictionOutcome, InvolvedObject, KubeClient
 from gputopo.kube.errors import ApiError
 
@@ -211,3 +214,125 @@ def test_a_pod_whose_claim_was_not_written_stays_gated(outcome: bool | Exception
     assert [call[1] for call in client.calls if call[0] == "patch"] == ["js-w-0-0-x"]
     assert written.allocated == ("c0",) and "js-w-0-1-x" in written.patch_failed
     assert (written.error is not None) == isinstance(outcome, Exception)
+
+
+@pytest.mark.parametrize("stopped", [False, True], ids=["through", "stopped by an error"])
+def test_what_became_of_the_writes_is_told_before_the_events_go_out(stopped: bool) -> None:
+    client = RecordingClient()
+    if stopped:
+        client.fail["status"] = ApiError("status: 500", 500)
+    told: list[tuple[GangWritten, int]] = []
+    gang = actions()
+    written = asyncio.run(
+        write_gang(
+            cast(KubeClient, client),
+            gang,
+            written_before_events=lambda w: told.append((w, len(client.calls))),
+        )
+    )
+    assert told == [(written, len(client.calls) - (0 if stopped else 1))]  # the one Event came after
+    assert ("event" in kinds(client)) is not stopped
+
+
+class SlowEvents(RecordingClient):
+    """Events wait until ``posting`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.posting = asyncio.Event()
+
+    async def event_on(self, namespace: str, involved: InvolvedObject, type_: str, reason: str, message: str) -> None:
+        await self.posting.wait()
+        await super().event_on(namespace, involved, type_, reason, message)
+
+
+def test_a_gang_is_busy_until_its_writes_are_through_not_until_its_events_are_posted() -> None:
+    async def scenario() -> dict[str, Any]:
+        client = SlowEvents()
+        pokes: list[int] = []
+        side = GangSide(cast(KubeClient, client), lambda: pokes.append(1), 300.0)
+        gang = actions()
+        side.start(gang, None)
+        busy_at_start = set(side.busy())
+        for _ in range(100):
+            if not side.busy():
+                break
+            await asyncio.sleep(0)
+        seen = {"busy at start": busy_at_start, "busy after writes": set(side.busy()), "pokes": len(pokes)}
+        seen["events going out"] = len(side.events)
+        client.posting.set()
+        for _ in range(100):
+            if not side.events:
+                break
+            await asyncio.sleep(0)
+        seen["events left"] = len(side.events)
+        seen["calls"] = [c[0] for c in client.calls]
+        seen["written"] = gang.key in side.written
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert seen["busy at start"] == {actions().key}
+    assert seen["busy after writes"] == set() and seen["pokes"] == 1  # the next pass may step it at once
+    assert seen["events going out"] == 1 and seen["events left"] == 0
+    assert seen["calls"] == ["create", "status", "evict", "patch", "patch", "event"]
+    assert seen["written"]  # the record its writes left outranks the watch's until the watch shows it
+
+
+def test_a_gangs_new_plan_counts_while_it_goes_out_and_its_end_is_urgent_only_while_members_may_wait() -> None:
+    async def scenario() -> list[tuple[str, int, list[str]]]:
+        heard: list[str] = []
+        client = RecordingClient()
+        side = GangSide(
+            cast(KubeClient, client),
+            lambda: heard.append("now"),
+            300.0,
+            poke_soon=lambda: heard.append("soon"),
+        )
+        seen = []
+        whole = {"generation": 1, "nodes": ["n1"]}
+        short = {**whole, "missingRanks": [2]}
+        report = actions(record=None, evictions=[], patches=[], events=[], placed=False)
+        cases = [
+            ("placed, a rank missing", actions(events=[], status=short)),
+            ("placed whole", actions(events=[])),
+            ("placed whole, a patch refused", actions(events=[])),
+            ("report", report),
+        ]
+        for name, gang in cases:
+            client.patches = {"js-w-0-1-x": False} if "refused" in name else {}
+            side.start(gang, None)
+            counted = side.placing
+            while side.busy():
+                await asyncio.sleep(0)
+            seen.append((name, counted, list(heard)))
+            heard.clear()
+        assert side.placing == 0
+        return seen
+
+    assert asyncio.run(scenario()) == [
+        ("placed, a rank missing", 1, ["now"]),  # its member may have come meanwhile
+        ("placed whole", 1, ["soon"]),
+        ("placed whole, a patch refused", 1, ["now"]),  # the pod changed: the next pass decides
+        ("report", 0, ["soon"]),
+    ]
+
+
+def test_steering_later_members_into_a_held_plan_goes_before_other_gangs_updates() -> None:
+    """Pods waiting to be steered are on the way to Running; a status that only reports is not."""
+
+    async def scenario() -> list[str]:
+        client = RecordingClient()
+        gate = PriorityGate(1)
+        await gate.acquire(Priority.UPDATE)  # the one slot is taken: both writes below wait for it
+        report = actions(record=None, evictions=[], patches=[], events=[], placed=False)
+        steer = actions(record=None, status=None, evictions=[], events=[], placed=False)
+        steer.patches = [PodPatch("js-w-0-1-x", "", STEER)]
+        first = asyncio.create_task(write_gang(cast(KubeClient, client), report, gate=gate))
+        await asyncio.sleep(0)
+        second = asyncio.create_task(write_gang(cast(KubeClient, client), steer, gate=gate))
+        await asyncio.sleep(0)
+        gate.release(Priority.UPDATE)
+        await asyncio.gather(first, second)
+        return kinds(client)
+
+    assert asyncio.run(scenario()) == ["patch", "status"]

@@ -65,6 +65,24 @@ def test_while_gangs_go_out_news_that_cannot_change_a_plan_waits_out_the_window(
     asyncio.run(main())
 
 
+def test_foreign_gangs_new_plans_going_out_open_the_window_too() -> None:
+    async def main() -> None:
+        rt = runtime()
+        assert rt.gangs is not None
+        ran = counting(rt, idle=True)
+        rt.gangs.placing = 2
+        rt.poke()
+        await loop_for(rt, 0.45, [(0.1, False), (0.2, False), (0.3, False)])
+        assert len(ran) == 2 and ran[1] - ran[0] > 0.4  # the three pokes waited; the loop's last poke is urgent
+        rt.gangs.placing = 0
+        ran.clear()
+        rt.poke()
+        await loop_for(rt, 0.45, [(0.1, False), (0.2, False), (0.3, False)])
+        assert len(ran) == 4
+
+    asyncio.run(main())
+
+
 def test_urgent_news_runs_a_pass_at_once_even_inside_the_window() -> None:
     async def main() -> None:
         rt = runtime()

@@ -196,3 +196,32 @@ def test_what_the_parse_has_no_use_for_is_never_kept_and_is_let_go_when_it_stops
     assert reflector.items == {"b": "2"}
     assert deleted == ["a"]
     assert len(changes) == 3  # the list, a let go, b kept; c changed nothing
+
+
+def test_an_event_that_changes_nothing_kept_leaves_the_very_object_kept() -> None:
+    def trimmed(name: str, o: Mapping[str, Any], before: dict[str, str] | None) -> dict[str, str]:
+        return {"v": str(o["data"]["v"])}  # a new object each time, as the gang watches' trims make
+
+    api = ScriptedApi(
+        lists=[[page([obj("a", "1"), obj("b", "2")], "10")]],
+        watches=[
+            [
+                {"type": "MODIFIED", "object": obj("a", "1", "11")},  # a field the trim drops changed
+                {"type": "MODIFIED", "object": obj("b", "3", "12")},
+            ]
+        ],
+    )
+    changes: list[dict[str, dict[str, str]]] = []  # what was kept at each change
+    reflector: Reflector[dict[str, str]] = Reflector(
+        api,  # type: ignore[arg-type]
+        "Things",
+        "/things",
+        trimmed,
+        on_change=lambda: changes.append(dict(reflector.items)),
+        rhythm=Rhythm(page_size=2, sleep=Backoffs()),
+    )
+    asyncio.run(play(api, reflector))  # type: ignore[arg-type]
+    listed = changes[0]
+    assert reflector.items["a"] is listed["a"]  # readers that know it by identity see no change
+    assert reflector.items["b"] == {"v": "3"} and reflector.items["b"] is not listed["b"]
+    assert len(changes) == 2  # the list, and b
