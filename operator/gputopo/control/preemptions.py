@@ -33,8 +33,8 @@ from gputopo.placement.preemption import (
     RunningIndex,
     plan_preemption,
 )
-from gputopo.placement.preemption.nominations import lapsed_nominations
-from gputopo.placement.types import Placement, Request, Snapshot, WorkerAssignment
+from gputopo.placement.preemption.nominations import free_nominated, lapsed_nominations
+from gputopo.placement.types import Placement, Request, Snapshot
 
 __all__ = [
     "Decision",
@@ -117,16 +117,8 @@ def hold(snapshot: Snapshot, nominations: Mapping[JobKey, Nomination]) -> tuple[
     they do, the first (by preemptor) holds the GPU."""
     held: dict[JobKey, Placement] = {}
     for key in sorted(nominations):
-        workers: list[WorkerAssignment] = []
-        for node, gpus in sorted(nominations[key].gpus.items()):
-            if node not in snapshot:
-                continue
-            info = snapshot.node(node)
-            free = tuple(sorted(g for g in gpus if g not in info.used_gpus and g < info.topology.gpu_count))
-            if free:
-                workers.append(WorkerAssignment(len(workers), node, free))
-        if workers:
-            placement = Placement(tuple(workers), 0.0, "nominated")
+        placement = free_nominated(snapshot, nominations[key].gpus)
+        if placement is not None:
             snapshot = snapshot.reserve(placement)
             held[key] = placement
     return snapshot, held

@@ -14,7 +14,21 @@ from gputopo.placement.engine import place
 from gputopo.placement.preemption.gangs import Nomination
 from gputopo.placement.types import Placement, Request, Snapshot, WorkerAssignment
 
-__all__ = ["hold_nominations", "lapsed_nominations", "nominated_only"]
+__all__ = ["free_nominated", "hold_nominations", "lapsed_nominations", "nominated_only"]
+
+
+def free_nominated(snapshot: Snapshot, gpus: Mapping[str, Iterable[int]]) -> Placement | None:
+    """The GPUs of ``gpus`` (by node) that the snapshot has free, as a placement to reserve; None when none is.
+    Nodes the snapshot lacks and GPUs already in use are left out."""
+    workers: list[WorkerAssignment] = []
+    for name, nominated in sorted(gpus.items()):
+        if name not in snapshot:
+            continue
+        info = snapshot.node(name)
+        free = sorted(g for g in set(nominated) if g not in info.used_gpus and g < info.topology.gpu_count)
+        if free:
+            workers.append(WorkerAssignment(len(workers), name, tuple(free)))
+    return Placement(tuple(workers), 0.0, "nominated") if workers else None
 
 
 def hold_nominations(snapshot: Snapshot, nominations: Iterable[Nomination], *, for_gang: str = "") -> Snapshot:
@@ -24,17 +38,9 @@ def hold_nominations(snapshot: Snapshot, nominations: Iterable[Nomination], *, f
         if nomination.preemptor == for_gang:
             continue
         for node, gpus in nomination.gpus.items():
-            if node in snapshot:
-                held.setdefault(node, set()).update(gpus)
-    workers: list[WorkerAssignment] = []
-    for name, nominated in sorted(held.items()):
-        info = snapshot.node(name)
-        free = sorted(g for g in nominated if g not in info.used_gpus and g < info.topology.gpu_count)
-        if free:
-            workers.append(WorkerAssignment(len(workers), name, tuple(free)))
-    if not workers:
-        return snapshot
-    return snapshot.reserve(Placement(tuple(workers), 0.0, "nominated"))
+            held.setdefault(node, set()).update(gpus)
+    placement = free_nominated(snapshot, held)
+    return snapshot.reserve(placement) if placement is not None else snapshot
 
 
 def nominated_only(snapshot: Snapshot, nomination: Nomination) -> Snapshot:
