@@ -26,7 +26,7 @@ from gputopo.api.conditions import (
     Condition,
     set_condition,
 )
-from gputopo.api.preemption import MAX_NAMED, PreemptionStatus
+from gputopo.api.preemption import MAX_NAMED, NominationStatus, PreemptionStatus
 from gputopo.api.trainingjob import JobPhase, PlacementStatus, TrainingJobSpec, TrainingJobStatus, WorkerPlacement
 from gputopo.control.actions import JobActions, PodDeletion
 from gputopo.control.bandwidth import estimate_workers
@@ -47,6 +47,7 @@ __all__ = [
     "Config",
     "JobStep",
     "Restart",
+    "nominate",
     "preempt",
     "settle",
     "step",
@@ -666,6 +667,23 @@ def settle(
     if not out.old_pods_left:
         _create_gang(s, spec, placement, placement.workers)
     return PlannedGang(job.key, placement.generation, tuple((w.node, tuple(w.gpus)) for w in placement.workers), now)
+
+
+def nominate(
+    job: JobFacts,
+    out: JobStep,
+    nomination: NominationStatus,
+    message: str,
+    now: datetime,
+    view: ClusterView,
+    config: Config,
+) -> None:
+    """Record the nomination of a job that preempts: the GPUs held for it and the victims named, ``Placed=False``
+    with reason ``Preempting`` and an Event. The victims are ended once this status is read back."""
+    s = _Step(job, now, view, config, out)
+    s.status.nomination = nomination
+    s.condition(PLACED, False, "Preempting", message)
+    out.actions.event("Normal", "Preempting", message)
 
 
 def preempt(

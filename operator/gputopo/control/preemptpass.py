@@ -10,8 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from gputopo.api.conditions import PLACED, set_condition
-from gputopo.api.conditions import Condition as ApiCondition
+from gputopo.api.conditions import PLACED
 from gputopo.api.preemption import NominationStatus
 from gputopo.api.trainingjob import JobPhase, TrainingJobStatus
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
@@ -20,7 +19,7 @@ from gputopo.control.gangrecords import status_of
 from gputopo.control.gangstep import Phase, involved
 from gputopo.control.gangstep import preempt as preempt_gang
 from gputopo.control.holders import gang_holder, gang_policy, job_holder
-from gputopo.control.lifecycle import TERMINAL, Config, JobStep
+from gputopo.control.lifecycle import TERMINAL, Config, JobStep, nominate
 from gputopo.control.lifecycle import preempt as preempt_job
 from gputopo.control.preemptions import (
     Decision,
@@ -78,7 +77,8 @@ class PreemptionPass:
     ended: list[Ended] = field(default_factory=list)
     decided: dict[JobKey, Nomination] = field(default_factory=dict)
     lapsed: set[JobKey] = field(default_factory=set)
-    read_all: dict[JobKey, Nomination] = field(default_factory=dict)
+    nominations: dict[JobKey, Nomination] = field(default_factory=dict)  # what ``read`` found
+    placed: set[JobKey] = field(default_factory=set)  # placed by this pass's queue
 
     # -- what the cluster shows --------------------------------------------------------------------------
 
@@ -91,7 +91,7 @@ class PreemptionPass:
             return JobPriority(gang.priority, gang_policy(gang, self.gangs.given.bodies))
         return None
 
-    def read(self) -> dict[JobKey, Nomination]:
+    def read(self) -> None:
         """Every nomination the statuses record (after this pass's steps), and those decided but not read back."""
         found: dict[JobKey, Nomination] = {}
         for key, job in self.jobs.items():
@@ -108,20 +108,19 @@ class PreemptionPass:
         for key, (nomination, since) in self.pending.items():
             if (self.now - since).total_seconds() < PENDING_SECONDS and self._exists(key):
                 found.setdefault(key, nomination)
-        self.read_all = found
-        return found
+        self.nominations = found
 
     def _exists(self, key: JobKey) -> bool:
         return key in self.jobs or (self.gangs is not None and key in self.gangs.given.gangs)
 
-    def carried(self, placed: set[JobKey]) -> dict[JobKey, tuple[Nomination, datetime]]:
+    def carried(self) -> dict[JobKey, tuple[Nomination, datetime]]:
         """The nominations decided and not yet read back, for the next pass: those decided now, and earlier ones
         still going out (for ``PENDING_SECONDS`` at most)."""
         out = {
             k: v
             for k, v in self.pending.items()
             if k not in self.recorded
-            and k not in placed
+            and k not in self.placed
             and k not in self.lapsed
             and self._exists(k)
             and (self.now - v[1]).total_seconds() < PENDING_SECONDS
@@ -179,14 +178,16 @@ class PreemptionPass:
 
     # -- nominations held in the queue, and let go -------------------------------------------------------------
 
-    def hold(self, snapshot: Snapshot, nominations: Mapping[JobKey, Nomination], queued: list[QueuedJob]) -> Snapshot:
+    def _live(self) -> dict[JobKey, Nomination]:
+        return {k: n for k, n in self.nominations.items() if k not in self.lapsed}
+
+    def hold(self, snapshot: Snapshot, queued: list[QueuedJob]) -> Snapshot:
         """The snapshot with the nominations held; each nominated job in ``queued`` gets its own GPUs back, and a
         nomination whose GPUs no longer hold its preemptor lapses (cleared, with an Event)."""
-        pending = {q.key: q.request for q in queued if q.key in nominations}
-        for key, why in lapsed(snapshot, nominations, pending).items():
+        pending = {q.key: q.request for q in queued if q.key in self.nominations}
+        for key, why in lapsed(snapshot, self.nominations, pending).items():
             self._clear(key, f"the nomination lapsed: {why}")
-        live = {k: n for k, n in nominations.items() if k not in self.lapsed}
-        held_snapshot, self.held = hold(snapshot, live)
+        held_snapshot, self.held = hold(snapshot, self._live())
         queued[:] = [replace(q, nominated=self.held[q.key]) if q.key in self.held else q for q in queued]
         return held_snapshot
 
@@ -204,16 +205,15 @@ class PreemptionPass:
 
     # -- step 1: new preemptions decided ---------------------------------------------------------------------------
 
-    def decide(
-        self, snapshot: Snapshot, outcomes: Sequence[Outcome], placed: set[JobKey], held_by: set[JobKey]
-    ) -> None:
-        """Preempt for the gangs the queue could not place. ``placed``: jobs placed this pass (never victims);
-        ``held_by``: gangs with a nomination (they wait for it)."""
-        wanting = [w for o in outcomes if (w := self._wanting(o)) is not None and w.key not in held_by]
+    def decide(self, snapshot: Snapshot, outcomes: Sequence[Outcome]) -> None:
+        """Preempt for the gangs the queue could not place and that hold no nomination (those wait for it); the
+        jobs the queue placed are never victims."""
+        self.placed = {o.queued.key for o in outcomes if isinstance(o.result, Placement)}
+        live = self._live()
+        wanting = [w for o in outcomes if (w := self._wanting(o)) is not None and w.key not in live]
         if not wanting:
             return
-        holders = [h for h in self._holders(snapshot) if h.key not in placed]
-        live = {k: n for k, n in self.read_all.items() if k not in self.lapsed}
+        holders = [h for h in self._holders(snapshot) if h.key not in self.placed]
         decisions, _ = decide(snapshot, wanting, holders, live, self.settings, self.now.timestamp())
         for decision in decisions:
             self._nominate(decision)
@@ -275,10 +275,7 @@ class PreemptionPass:
             "there once they end"
         )
         if key in self.steps:
-            out = self.steps[key]
-            out.status.nomination = status
-            out.status.conditions = _placed_false(out.status, "Preempting", message, self.now, self.jobs[key])
-            out.actions.event("Normal", "Preempting", message)
+            nominate(self.jobs[key], self.steps[key], status, message, self.now, self.view, self.config)
         elif self.gangs is not None and key in self.gangs.steps:
             done = self.gangs.steps[key]
             done.record = replace(done.record, nomination=status, phase=Phase.PENDING, message=message)
@@ -287,15 +284,6 @@ class PreemptionPass:
         else:
             return
         self.decided[key] = plan.nomination
-
-
-def _placed_false(
-    status: TrainingJobStatus, reason: str, message: str, now: datetime, job: JobFacts
-) -> list[ApiCondition]:
-    condition = ApiCondition(
-        type=PLACED, status="False", reason=reason, message=message[:1024], observed_generation=job.generation
-    )
-    return set_condition(status.conditions, condition, now)
 
 
 def _work_since(job: JobFacts, status: TrainingJobStatus) -> datetime | None:

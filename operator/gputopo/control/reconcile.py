@@ -208,7 +208,6 @@ class _PassState:
             if rules.preemption is not None and rules.preemption.enabled
             else None
         )
-        self.nominations: dict[JobKey, Nomination] = {}
 
     def step_all(self) -> None:
         facts, config, out, now = self.facts, self.rules.config, self.out, self.facts.now
@@ -269,19 +268,18 @@ class _PassState:
     def carry_out(self) -> None:
         """The nominations the statuses record read, and the victims they name ended (``preemptions``)."""
         if self.preemption is not None:
-            self.nominations = self.preemption.read()
+            self.preemption.read()
             self.preemption.carry_out()
 
     def drain(self) -> None:
         snapshot, preemption = self.snapshot(), self.preemption
-        if preemption is not None and self.nominations:
-            snapshot = preemption.hold(snapshot, self.nominations, self.queued)
+        if preemption is not None and preemption.nominations:
+            snapshot = preemption.hold(snapshot, self.queued)
         outcomes, after = drain(
             snapshot, self.queued, self.rules.place, self.facts.now, self.rules.limits, self.settled
         )
         if preemption is not None:
-            placed = {o.queued.key for o in outcomes if isinstance(o.result, Placement)}
-            preemption.decide(after, outcomes, placed, set(self.nominations) - preemption.lapsed)
+            preemption.decide(after, outcomes)
         self.out.outcomes = outcomes
         deferred = len(self.queued) - len(outcomes)
         if deferred:
@@ -316,8 +314,7 @@ class _PassState:
         out = self.out
         if self.preemption is not None:
             out.preempted = self.preemption.ended
-            placed = {o.queued.key for o in out.outcomes if isinstance(o.result, Placement)}
-            out.nominated = self.preemption.carried(placed)
+            out.nominated = self.preemption.carried()
         if self.gangs is not None:
             out.gang_actions = self.gangs.actions()
             out.gang_plans = self.gangs.plans
