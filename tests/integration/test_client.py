@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
+from client_calls import run
 
 from gputopo.api.trainingjob import JobPhase, TrainingJobStatus
 from gputopo.kube.client import KubeClient, load_configuration
@@ -23,17 +24,6 @@ def namespace(sandbox: SandboxHandle) -> Iterator[str]:
     sandbox.kubectl("create", "namespace", NS, check=False)
     yield NS
     sandbox.kubectl("delete", "namespace", NS, "--wait=false", check=False)
-
-
-def run(sandbox: SandboxHandle, call: Callable[[KubeClient], Awaitable[T]]) -> T:
-    async def go() -> T:
-        client = KubeClient(load_configuration(str(sandbox.kubeconfig)), concurrency=4)
-        try:
-            return await call(client)
-        finally:
-            await client.close()
-
-    return asyncio.run(go())
 
 
 def a_pod(name: str) -> dict[str, Any]:

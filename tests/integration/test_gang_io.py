@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
+from client_calls import run as run_client
 from stand_in_crds import crd
 
 from gputopo.controller.gangwatches import GangWatches
@@ -27,6 +28,10 @@ T = TypeVar("T")
 JOBSET_CRD = crd("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 
 
+def run(sandbox: SandboxHandle, call: Callable[[KubeClient], Awaitable[T]]) -> T:
+    return run_client(sandbox, call, timeout=30)
+
+
 def install(sandbox: SandboxHandle, definition: dict[str, Any]) -> None:
     sandbox.kubectl("apply", "-f", "-", input=json.dumps(definition))
     name = definition["metadata"]["name"]
@@ -39,17 +44,6 @@ def namespace(sandbox: SandboxHandle) -> Iterator[str]:
     sandbox.kubectl("create", "namespace", NS, check=False)
     yield NS
     sandbox.kubectl("delete", "namespace", NS, "--wait=false", check=False)
-
-
-def run(sandbox: SandboxHandle, call: Callable[[KubeClient], Awaitable[T]]) -> T:
-    async def go() -> T:
-        client = KubeClient(load_configuration(str(sandbox.kubeconfig)), concurrency=4)
-        try:
-            return await call(client)
-        finally:
-            await client.close()
-
-    return asyncio.run(asyncio.wait_for(go(), 30))
 
 
 def a_pod(name: str, *, gates: tuple[str, ...] = (), node: str | None = None, app: str = "") -> dict[str, Any]:

@@ -289,13 +289,19 @@ def test_a_bare_pod_gang_or_one_marked_non_preemptible_is_no_victim() -> None:
         assert result.nominated == {}
 
 
-def test_a_foreign_gang_preempts_a_lower_priority_training_job() -> None:
+def _low_on_two_nodes() -> tuple[JobFacts, list[PodFacts], ClusterView]:
+    """A research TrainingJob running on both 8-GPU nodes of a two-node cluster: its pods, and the view."""
     status = running(placed([("n0", list(range(8))), ("n1", list(range(8)))]))
     status.conditions = []
     low = tj("low", "research", status, workers=2)
     pods = [pod(low, r, node=f"n{r}", gpus=tuple(range(8)), phase="Running") for r in (0, 1)]
-    pending = foreign_gang(member(0), member(1), priority=1000, owner=OWNER)
     v = replace(cluster().node("n0").node("n1", leaf="leaf-a").with_pods(*pods).view(), priority_classes=CLASSES)
+    return low, pods, v
+
+
+def test_a_foreign_gang_preempts_a_lower_priority_training_job() -> None:
+    low, pods, v = _low_on_two_nodes()
+    pending = foreign_gang(member(0), member(1), priority=1000, owner=OWNER)
     result = step([low], pods, v, gangs=_gang_input(pending, None))
     after = recorded(result)
     assert after.nomination is not None and after.nomination.victims == ["default/low"]
@@ -303,15 +309,11 @@ def test_a_foreign_gang_preempts_a_lower_priority_training_job() -> None:
 
 
 def test_a_gang_whose_pods_say_never_does_not_preempt() -> None:
-    status = running(placed([("n0", list(range(8))), ("n1", list(range(8)))]))
-    status.conditions = []
-    low = tj("low", "research", status, workers=2)
-    pods = [pod(low, r, node=f"n{r}", gpus=tuple(range(8)), phase="Running") for r in (0, 1)]
+    low, pods, v = _low_on_two_nodes()
     pending = foreign_gang(member(0), member(1), priority=1000, owner=OWNER)
     given = _gang_input(pending, None)
     for b in given.bodies.values():
         b["spec"]["preemptionPolicy"] = "Never"
-    v = replace(cluster().node("n0").node("n1", leaf="leaf-a").with_pods(*pods).view(), priority_classes=CLASSES)
     assert step([low], pods, v, gangs=given).nominated == {}
 
 
@@ -341,12 +343,8 @@ def test_while_its_victims_terminate_the_preemptor_says_so_and_stays_quiet() -> 
 
 
 def test_a_gang_preemptor_whose_victims_still_run_waits_pending_and_quiet() -> None:
-    status = running(placed([("n0", list(range(8))), ("n1", list(range(8)))]))
-    status.conditions = []
-    low = tj("low", "research", status, workers=2)
-    pods = [pod(low, r, node=f"n{r}", gpus=tuple(range(8)), phase="Running") for r in (0, 1)]
+    low, pods, v = _low_on_two_nodes()
     pending = foreign_gang(member(0), member(1), priority=1000, owner=OWNER)
-    v = replace(cluster().node("n0").node("n1", leaf="leaf-a").with_pods(*pods).view(), priority_classes=CLASSES)
     first = recorded(step([low], pods, v, gangs=_gang_input(pending, None)))
     # The nomination is read back; its victim's pods have not ended yet.
     terminating = [replace(p, deleting=True) for p in pods]
