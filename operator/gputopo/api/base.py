@@ -7,7 +7,7 @@ from pydantic.alias_generators import to_camel
 
 from gputopo.api.group import API_VERSION
 
-__all__ = ["ApiModel", "NodeObject", "StatusModel"]
+__all__ = ["ApiModel", "ApiObject", "NamespacedObject", "NodeObject", "StatusModel"]
 
 
 class ApiModel(BaseModel):
@@ -31,30 +31,25 @@ class StatusModel(ApiModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class NodeObject(StatusModel):
+class ApiObject(StatusModel):
+    """An object of gputopo's API as read from the API server: its kind, its metadata."""
+
+    kind: ClassVar[str]
+    plural: ClassVar[str]
+    api_version: str = Field(default=API_VERSION, alias="apiVersion")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name", ""))
+
+
+class NodeObject(ApiObject):
     """A cluster-scoped object named after its node, which only that node's probe writes (a status, no spec)."""
 
-    kind: ClassVar[str]
-    plural: ClassVar[str]
-    api_version: str = Field(default=API_VERSION, alias="apiVersion")
-    metadata: dict[str, Any] = Field(default_factory=dict)
 
-    @property
-    def name(self) -> str:
-        return str(self.metadata.get("name", ""))
-
-
-class NamespacedObject(StatusModel):
-    """A namespaced object of gputopo's API as read from the API server: its kind, its metadata."""
-
-    kind: ClassVar[str]
-    plural: ClassVar[str]
-    api_version: str = Field(default=API_VERSION, alias="apiVersion")
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return str(self.metadata.get("name", ""))
+class NamespacedObject(ApiObject):
+    """A namespaced object of gputopo's API."""
 
     @property
     def namespace(self) -> str:
