@@ -4,6 +4,7 @@ shared by the tests of the pass and of what it decides."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from control_builders import T0, at, pod
 
@@ -15,9 +16,11 @@ from gputopo.control.ledger import PlannedGang
 from gputopo.control.lifecycle import Config
 from gputopo.control.reconcile import PassInput, PassResult, PassRules, run_pass
 from gputopo.control.view import ClusterView
+from gputopo.gangs.model import Gang
 from gputopo.placement import DEFAULT_TIERS, place
+from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable, WorkerAssignment
 
-__all__ = ["CONFIG", "DRA", "actions_of", "gang", "placed", "run", "running"]
+__all__ = ["CONFIG", "DRA", "actions_of", "gang", "placed", "planner", "run", "running"]
 
 CONFIG = Config(DEFAULT_TIERS, unschedulable_timeout=60, not_ready_grace=30)
 DRA = Config(DEFAULT_TIERS, unschedulable_timeout=60, not_ready_grace=30, gpu_allocation=GpuAllocation.DRA)
@@ -59,3 +62,14 @@ def gang(j: JobFacts, placement: PlacementStatus, phase: str = "Running") -> lis
         pod(j, w.rank, node=w.node, gpus=tuple(w.gpus), generation=placement.generation, phase=phase)
         for w in placement.workers
     ]
+
+
+def planner(snapshot: Snapshot, gang: Gang) -> Placement | Unplaceable:
+    """The engine on the gang's GPU ranks (one shape), its workers renumbered to the gang's ranks."""
+    assert gang.declared is not None
+    ranks = gang.declared.gpu_ranks
+    result = place(snapshot, Request(workers=len(ranks), gpus_per_worker=gang.declared.shape[ranks[0]]))
+    if isinstance(result, Unplaceable):
+        return result
+    workers = tuple(WorkerAssignment(ranks[w.rank], w.node, w.gpus, w.nics) for w in result.workers)
+    return replace(result, workers=workers)

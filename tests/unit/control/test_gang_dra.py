@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from control_builders import at, cluster
+from pass_builders import planner
 
 from gputopo.control.dra import DEVICE_CLASS, DeviceRef, DraView, GpuAllocation, claim_facts, slice_facts
 from gputopo.control.facts import JobKey
@@ -23,7 +24,6 @@ from gputopo.control.reconcile import PassInput, PassResult, PassRules, run_pass
 from gputopo.control.view import ClusterView
 from gputopo.gangs.model import GATE, Declared, Gang, GangId, Member
 from gputopo.placement import DEFAULT_TIERS, place
-from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable, WorkerAssignment
 from gputopo.topology.model import Topology
 
 DRA = Config(DEFAULT_TIERS, unschedulable_timeout=60, not_ready_grace=30, gpu_allocation=GpuAllocation.DRA)
@@ -270,16 +270,6 @@ def test_claim_facts_read_the_owning_pod_the_requests_and_the_finalizers() -> No
 
 
 # -- in the pass -------------------------------------------------------------------------------------------------------
-
-
-def planner(snapshot: Snapshot, gang: Gang) -> Placement | Unplaceable:
-    assert gang.declared is not None
-    ranks = gang.declared.gpu_ranks
-    result = place(snapshot, Request(workers=len(ranks), gpus_per_worker=gang.declared.shape[ranks[0]]))
-    if isinstance(result, Unplaceable):
-        return result
-    workers = tuple(WorkerAssignment(ranks[w.rank], w.node, w.gpus, w.nics) for w in result.workers)
-    return replace(result, workers=workers)
 
 
 def member(rank: int) -> Member:

@@ -12,7 +12,7 @@ import pytest
 from control_builders import at, cluster
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pass_builders import CONFIG
+from pass_builders import CONFIG, planner
 
 from gputopo.api.nodetopology import LinkState
 from gputopo.control.facts import JobKey
@@ -26,22 +26,10 @@ from gputopo.gangs.claims import Owners
 from gputopo.gangs.model import GATE, Declared, Gang, GangId, Member, OwnerRef
 from gputopo.gangs.read import read_gangs
 from gputopo.placement import place
-from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable, WorkerAssignment
 
 OWNER = OwnerRef("batch/v1", "Job", "train", "job-uid")
 GANG = GangId("team", "job", "train")
 KEY = JobKey(GANG.key)
-
-
-def planner(snapshot: Snapshot, gang: Gang) -> Placement | Unplaceable:
-    """The engine on the gang's GPU ranks (one shape), its workers renumbered to the gang's ranks."""
-    assert gang.declared is not None
-    ranks = gang.declared.gpu_ranks
-    result = place(snapshot, Request(workers=len(ranks), gpus_per_worker=gang.declared.shape[ranks[0]]))
-    if isinstance(result, Unplaceable):
-        return result
-    workers = tuple(WorkerAssignment(ranks[w.rank], w.node, w.gpus, w.nics) for w in result.workers)
-    return replace(result, workers=workers)
 
 
 def member(rank: int, gpus: int = 8, gates: Sequence[str] = (GATE,), node: str | None = None, **kw: Any) -> Member:

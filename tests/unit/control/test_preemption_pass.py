@@ -10,9 +10,9 @@ from datetime import datetime
 import pytest
 from control_builders import T0, at, cluster, job, pod
 from pass_builders import CONFIG, actions_of, placed, running
+from pass_builders import planner as gang_planner
 from test_gang_pass import KEY, OWNER, body, member, recorded, two_nodes
 from test_gang_pass import gang as foreign_gang
-from test_gang_pass import planner as gang_planner
 from test_gang_pass import run as run_gangs
 
 from gputopo.api.conditions import INVALID, PLACED, PREEMPTED
