@@ -440,9 +440,13 @@ def test_a_link_fault_moves_an_indexed_job_gang_which_rendezvous_again_and_succe
         assert [e["event"] for e in done] == ["allreduce", "done"] and done[0]["ok"], done
 
 
+def operator_pods(k: Kind) -> set[str]:
+    return {p["metadata"]["name"] for p in k.get("pods", "-n", NS, "-l", OPERATOR)["items"]}
+
+
 def leader(k: Kind) -> str:
     """The operator pod that leads: the live peer of the highest priority in the kopf peering."""
-    pods = {p["metadata"]["name"] for p in k.get("pods", "-n", NS, "-l", OPERATOR)["items"]}
+    pods = operator_pods(k)
     peers = k.get("clusterkopfpeering", RELEASE).get("status") or {}
     live = {name: peer["priority"] for name, peer in peers.items() if name in pods}
     assert live, f"no operator pod in the peering {sorted(peers)}"
@@ -464,7 +468,8 @@ def test_the_standby_takes_over_when_the_leader_is_deleted_mid_placement(install
     status = wait_for(f"{job} to succeed under the standby", succeeded, timeout=300, every=0.5)
     assert status.get("restarts", 0) == 0
     assert {rank: len(seen) for rank, seen in uids.items()} == {0: 1, 1: 1}, f"duplicate pods: {uids}"
-    assert old_leader not in {p["metadata"]["name"] for p in installed.get("pods", "-n", NS, "-l", OPERATOR)["items"]}
+    # The deleted leader may still be terminating when the job is done (its grace period): it must go, not be back.
+    wait_for(f"the old leader {old_leader} gone", lambda: old_leader not in operator_pods(installed), 120, EVERY)
     wait_for("a new leader", lambda: leader(installed) != old_leader, timeout=120, every=EVERY)
 
 
