@@ -274,3 +274,45 @@ def test_whole_cluster_when_cheaper_at_no_worse_bandwidth(node_type: str, victim
     else:
         assert len({v.name[0] for v in plan.victims}) == 1 and plan.victim_gpus == 16
         assert plan.placement.busbw_gbps == place(snapshot(nodes[0], nodes[1]), preemptor(2, 8).request).busbw_gbps
+
+
+def test_a_wide_gang_costs_a_one_node_domain_all_its_work() -> None:
+    """A four-node gang (64,000 GPU-s lost) and a one-node gang (40,000). A one-node preemptor ending the wide
+    gang loses all of its work, not the quarter on that node: the one-node gang's node is searched before the
+    wide gang's four, though only three domains may be searched (as a 32-node gang's nodes would fill the
+    default 24)."""
+    snap, gangs = running(
+        snapshot(*(node(f"n{i}") for i in range(5))),
+        gang("wide").on_each([f"n{i}" for i in range(4)], *range(8)).started(8_000),
+        gang("solo").on("n4", *range(8)).started(5_000),
+    )
+    plan = _plan(plan_preemption(snap, preemptor(1, 8), gangs, PreemptionRules(now=NOW.now, max_domains=3)))
+    assert _names(plan) == ["solo"] and plan.cost.work_lost_gpu_s == 40_000
+
+
+def test_a_few_gpu_minutes_more_buy_the_nvswitch_board() -> None:
+    """An 8-GPU preemptor: ending the gang on the PCIe-pairs node loses 480 GPU-s, ending the one on the NVSwitch
+    board 960 GPU-s, within the near tolerance of the least (900 GPU-s): both are among the cheapest, and the
+    board's bus bandwidth wins (the pairs node comes first, and loses less, so a work-only choice fails)."""
+    snap, gangs = running(
+        snapshot(node("pairs", "h100-nvl-pairs"), node("board")),
+        gang("on-pairs").on("pairs", *range(8)).started(NOW.now - 60),
+        gang("on-board").on("board", *range(8)).started(NOW.now - 120),
+    )
+    plan = _plan(plan_preemption(snap, preemptor(1, 8), gangs, NOW))
+    assert _names(plan) == ["on-board"] and plan.cost.work_lost_gpu_s == 960
+    on_pairs = _plan(plan_preemption(snap, preemptor(1, 8), gangs, PreemptionRules(now=NOW.now, near_gpu_s=0)))
+    assert _names(on_pairs) == ["on-pairs"]
+    assert plan.placement.busbw_gbps > 10 * on_pairs.placement.busbw_gbps
+
+
+def test_bandwidth_does_not_buy_much_more_work() -> None:
+    """The same two nodes, the board's gang an hour older than the other: 8 GPU-hours against 8 GPU-minutes is far
+    outside the tolerance, so the cheaper pairs node is cleared, as the cost order says."""
+    snap, gangs = running(
+        snapshot(node("pairs", "h100-nvl-pairs"), node("board")),
+        gang("on-pairs").on("pairs", *range(8)).started(NOW.now - 60),
+        gang("on-board").on("board", *range(8)).started(NOW.now - 3_600),
+    )
+    plan = _plan(plan_preemption(snap, preemptor(1, 8), gangs, NOW))
+    assert _names(plan) == ["on-pairs"] and plan.cost.work_lost_gpu_s == 480

@@ -20,7 +20,7 @@ def _eager(search: _Search, leveled: list[tuple[int, Domain]]) -> list[tuple[tup
     request = search.request
     out = []
     for _, domain in leveled:
-        nodes = [search.node_victims(i) for i in domain.nodes]
+        nodes = [search.node_victims(i, len(domain.nodes) == 1) for i in domain.nodes]
         found = domain_bound(nodes, request.workers, request.gpus_per_worker, search.levels)
         assert found is not None
         out.append(((found[0], found[1] * search.bound_share), domain))

@@ -95,7 +95,10 @@ class PreemptionRules:
     pass may preempt (the caller passes what is left of its pass's budget). ``max_domains``: candidate
     domains whose victim sets are worked out, cheapest bound first. ``moved_work_share``: the share of its
     lost work a victim counts when it can be re-placed at once elsewhere at no worse bus bandwidth (it loses
-    its work since the checkpoint, but no time in the queue).
+    its work since the checkpoint, but no time in the queue). ``near_share`` and ``near_gpu_s``: plans of the
+    lowest victim priority whose work lost is within this share of the least, or within this many GPU-seconds
+    of it, count as equally cheap, and among them the best bus bandwidth for the preemptor wins (an 8-GPU gang
+    on one NVSwitch board instead of two PCIe pairs is worth a few more GPU-minutes lost).
     """
 
     now: float = 0.0
@@ -103,3 +106,5 @@ class PreemptionRules:
     max_victims: int = 16
     max_domains: int = 24
     moved_work_share: float = 0.5
+    near_share: float = 0.2
+    near_gpu_s: float = 900.0

@@ -17,7 +17,10 @@ freed:
 3. Cost, compared in order: the highest priority among the victims, the work they lose (GPU-seconds since
    their checkpoint or start; a victim that can be re-placed at once elsewhere at no worse bus bandwidth
    counts ``moved_work_share`` of it), the number of gangs broken, the fragmentation left in the domain.
-   Among the cheapest, the domain giving the preemptor the best bus bandwidth wins.
+   Among the cheapest, the domain giving the preemptor the best bus bandwidth wins; "the cheapest" are the
+   plans of the lowest victim priority whose work lost is within ``near_share`` (or ``near_gpu_s``) of the
+   least, so float-sized savings of work never put a high-priority gang on PCIe pairs instead of an NVSwitch
+   board. A domain is searched while its bound is within that tolerance of the cheapest plan found.
 
 The whole cluster is searched last, since one engine call there costs as much as every switch's together:
 when no smaller domain holds the gang, or when its bound is cheaper than the best plan found; then its plan
@@ -27,6 +30,7 @@ lose four times the work to stay under one switch).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -132,6 +136,7 @@ class _Search:
         self.engine_calls = 0
         key = (rules.now, rules.protection_s, preemptor.priority, preemptor.preempted_by)
         self._node_victims = index.slot_memo(key)
+        self._whole_victims = index.slot_memo((*key, "whole"))
         self.levels = sorted({index.running[k].priority for k in self.eligible.indices})
         # Victims move only to GPUs free now: with too few anywhere none can, and none counts less.
         smallest = min((index.sizes[k] for k in self.eligible.indices), default=0)
@@ -150,14 +155,19 @@ class _Search:
     def freed_by(self, k: int) -> dict[str, frozenset[int]]:
         return gpus_by_node(self.victims[k].placement)
 
-    def node_victims(self, i: int) -> NodeVictims:
-        found = self._node_victims.get(i)
+    def node_victims(self, i: int, whole: bool = False) -> NodeVictims:
+        """Node ``i``'s free GPUs and victims, each victim's work counted by its share of GPUs here (a gang on
+        several nodes costs each of them part), or ``whole`` (the domain is this node alone, so any victim
+        needed there is lost whole: a 32-node gang costs a one-node domain all its work, not a 32nd)."""
+        memo = self._whole_victims if whole else self._node_victims
+        found = memo.get(i)
         if found is None:
             sizes = self.index.sizes
             victims = tuple(
-                (self.victims[k].priority, self.work[k] * len(gpus) / sizes[k], len(gpus)) for k, gpus in self.here(i)
+                (self.victims[k].priority, self.work[k] * (1.0 if whole else len(gpus) / sizes[k]), len(gpus))
+                for k, gpus in self.here(i)
             )
-            found = self._node_victims[i] = NodeVictims(self.passes.get(i, 0), victims)
+            found = memo[i] = NodeVictims(self.passes.get(i, 0), victims)
         return found
 
     def slots(self, i: int) -> tuple[int, ...]:
@@ -199,7 +209,8 @@ class _Search:
         known = self._slots.get
         rows = [(i, known(i) or self.slots(i)) for i in domain.nodes]
         wanted = self.request.workers - sum(row[0] for _, row in rows)
-        nodes = [self.node_victims(i) for i, row in rows if row[column]]
+        whole = len(domain.nodes) == 1
+        nodes = [self.node_victims(i, whole) for i, row in rows if row[column]]
         return domain_work(nodes, wanted, self.request.gpus_per_worker, level) * self.bound_share
 
     # -- one domain -------------------------------------------------------------------------------------------
@@ -347,16 +358,6 @@ class _Search:
         return tuple(out)
 
 
-def _better(found: _Found, best: _Found | None) -> bool:
-    if best is None:
-        return True
-    return (found.cost, -round(found.placement.busbw_gbps, 6), found.domain.rank) < (
-        best.cost,
-        -round(best.placement.busbw_gbps, 6),
-        best.domain.rank,
-    )
-
-
 def _cheapest_first(search: _Search, leveled: list[tuple[int, Domain]]) -> Iterator[tuple[tuple[int, float], Domain]]:
     """The domains with their (priority, work) bounds, cheapest first, the whole cluster last (its bound is the
     lowest of all, but one engine call there costs as much as every switch's together).
@@ -415,8 +416,15 @@ def plan_preemption(
     found: list[_Found] = []
     searched = 0
 
+    def near(work: float) -> float:
+        """The most work a plan may lose and still count as cheapest beside one that loses ``work``."""
+        return work * (1 + rules.near_share) + rules.near_gpu_s
+
     def cheapest() -> tuple[int, float]:
-        return min((f.cost.highest_priority, f.cost.work_lost_gpu_s) for f in found)
+        """What a domain's bound must not exceed to be searched: the lowest victim priority found, and the
+        most work a plan of that priority may lose and still be among the cheapest."""
+        priority, work = min((f.cost.highest_priority, f.cost.work_lost_gpu_s) for f in found)
+        return priority, near(work)
 
     def search_in(domain: Domain) -> None:
         nonlocal searched
@@ -447,18 +455,25 @@ def plan_preemption(
             f"({searched} of {len(leveled)} candidate domains searched)",
             eligible.describe(),
         )
-    # Consolidation: victims that move at once cost less; worked out for the plans that could still win.
-    found.sort(key=lambda f: (f.cost, -f.placement.busbw_gbps))
-    best: _Found | None = None
+    # Consolidation: victims that move at once cost less; worked out for the plans that could still be among
+    # the cheapest (the lowest victim priority, work within ``near`` of the least).
+    found.sort(key=lambda f: (f.cost.highest_priority, f.cost.work_lost_gpu_s, -f.placement.busbw_gbps))
+    lowest, limit = found[0].cost.highest_priority, math.inf
+    refined: list[_Found] = []
     for item in found:
-        optimistic = item.cost._replace(work_lost_gpu_s=round(item.cost.work_lost_gpu_s * rules.moved_work_share))
-        if best is not None and optimistic > best.cost:
+        if item.cost.highest_priority > lowest or item.cost.work_lost_gpu_s * rules.moved_work_share > limit:
             break
         moves = search.moves(item.victims, item.placement) if item.victims else ()
         moved = {k for k in item.victims if search.victims[k].name in {name for name, _ in moves}}
-        refined = replace(item, cost=search.cost(item.domain, item.victims, item.placement, moved), moves=moves)
-        if _better(refined, best):
-            best = refined
+        item = replace(item, cost=search.cost(item.domain, item.victims, item.placement, moved), moves=moves)
+        refined.append(item)
+        limit = min(limit, near(item.cost.work_lost_gpu_s))
+    # Among the cheapest, the best bus bandwidth for the preemptor, then the least work, gangs, fragmentation.
+    best = min(
+        (f for f in refined if f.cost.work_lost_gpu_s <= limit),
+        key=lambda f: (-round(f.placement.busbw_gbps, 6), f.cost, f.domain.rank),
+        default=None,
+    )
     assert best is not None
     victims = tuple(sorted((search.victims[k] for k in best.victims), key=lambda v: v.name))
     return PreemptionPlan(preemptor.name, victims, best.domain, best.placement, best.cost, best.moves, searched)
