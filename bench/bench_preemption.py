@@ -11,10 +11,13 @@ same pass, which reuses it). One run, fixed seeds.
 Goals: high-priority p99 wait <= the victims' grace period + 5 s; victim GPU-hours lost <= 0.7x the priority-only
 policy's; high-priority bus bandwidth >= the priority-only policy's; decision p99 <= 200 ms at 10,000 nodes.
 
-The two policies' replays soon run different clusters, so their totals mix the choice of victims with where
-each replay went. Two more figures tell them apart: each policy's preemptions costed against the other's
-victims on the same cluster (the replay's ``shadow``), and the loss ratio on a few more seeds of each profile
-(same sizes, other clusters and traces), whose spread shows how much one seed's ratio says.
+One trace's totals say little: the two policies' replays soon run different clusters (other victims, other jobs
+waiting), so a total mixes the choice of victims with where each replay went, and one seed's loss ratio ranges
+from 0.2x to 1.3x. So each profile runs on ``SEEDS`` (other clusters and traces, same sizes) and the loss and
+bandwidth goals are judged on all of them together: the loss ratio pooled (summed over seeds), the high class's
+bus bandwidth averaged over seeds; the wait goal per seed. The first seed's replay is shown in full, with each
+policy's preemptions costed against the other's victims on the same cluster (the replay's ``shadow``), which
+measures the choice of victims alone.
 Writes bench/reports/preemption.{json,md,png}.  Run: python bench/bench_preemption.py [scenario names]
 (``--report-only`` rewrites the Markdown and the plot from the JSON; ``--decision-only`` times the decisions
 again and keeps the replays of the last run).
@@ -52,7 +55,7 @@ SCENARIOS: list[dict[str, Any]] = [
     {"name": "mixed-256", "jobs": 300, "mean_interarrival": 25.0, "seed": 21},
     {"name": "nvl72-8-racks", "jobs": 200, "mean_interarrival": 50.0, "seed": 22},
 ]
-MORE_SEEDS = (1, 2, 3, 4)  # the same profiles, other clusters and traces: the loss ratio's spread
+MORE_SEEDS = tuple(range(1, 12))  # the same profiles, other clusters and traces: 12 seeds in all with the first
 
 
 def _cluster(name: str, seed: int) -> Snapshot:
@@ -87,29 +90,41 @@ def scenario(spec: dict[str, Any]) -> dict[str, Any]:
         summary = replay(snapshot, trace, PREEMPTION_POLICIES[name], shadow=shadow).summary("high")
         out["policies"][name] = {**summary, "replay_s": round(time.monotonic() - t0, 1)}
         print(f"{spec['name']} {name}: {json.dumps(summary)}", flush=True)
-    ours, peer = out["policies"]["gputopo"], out["policies"]["priority-only"]
-    peer_lost = peer["victim_gpu_hours_lost"]
-    lost_ratio = ours["victim_gpu_hours_lost"] / peer_lost if peer_lost else None
+    more = out["more_seeds"] = more_seeds(spec, out["policies"])
+    seeds = more["seeds"]
+    within = [r for r in seeds if (r["gputopo"]["high_wait_p99_s"] or 0) <= GRACE_S + 5]
     out["goals"] = {
-        "high_p99_wait_within_grace_plus_5s": (ours["high_wait_p99_s"] or 0) <= GRACE_S + 5,
-        "victim_gpu_hours_lost_ratio_to_priority_only": lost_ratio,
-        "victim_gpu_hours_lost_at_most_0.7x": lost_ratio is not None and lost_ratio <= 0.7,
-        "high_busbw_at_least_priority_only": (ours["high_mean_busbw_GBps"] or 0)
-        >= (peer["high_mean_busbw_GBps"] or 0) - 1e-9,
+        "high_p99_wait_within_grace_plus_5s_seeds": len(within),
+        "seeds": len(seeds),
+        "high_p99_wait_within_grace_plus_5s": len(within) == len(seeds),
+        "victim_gpu_hours_lost_ratio_to_priority_only": more["pooled_lost_ratio"],
+        "victim_gpu_hours_lost_at_most_0.7x": more["pooled_lost_ratio"] is not None
+        and more["pooled_lost_ratio"] <= 0.7,
+        "high_busbw_mean_over_seeds": {name: more[f"mean_busbw_{name}"] for name in ("gputopo", "priority-only")},
+        "high_busbw_at_least_priority_only": more["mean_busbw_gputopo"] >= more["mean_busbw_priority-only"] - 1e-9,
     }
-    out["more_seeds"] = more_seeds(spec)
     return out
 
 
-def more_seeds(spec: dict[str, Any]) -> dict[str, Any]:
-    """The loss ratio to priority-only on ``MORE_SEEDS`` (the scenario's own seed first), and pooled."""
+_SEED_FIGURES = ("victim_gpu_hours_lost", "high_wait_p99_s", "high_mean_busbw_GBps", "preemptions")
+
+
+def more_seeds(spec: dict[str, Any], first: dict[str, Any]) -> dict[str, Any]:
+    """Both policies on the scenario's own seed (``first``: its replays, already run) and on ``MORE_SEEDS``;
+    the loss ratio pooled and its median, the high class's bus bandwidth averaged over the seeds."""
     rows = []
     for seed in (spec["seed"], *MORE_SEEDS):
-        snapshot, trace = _inputs({**spec, "seed": seed})
         row: dict[str, Any] = {"seed": seed}
-        for name in ("gputopo", "priority-only"):
-            s = replay(snapshot, trace, PREEMPTION_POLICIES[name]).summary("high")
-            row[name] = {k: s[k] for k in ("victim_gpu_hours_lost", "high_wait_p99_s", "high_mean_busbw_GBps")}
+        if seed == spec["seed"]:
+            summaries = {name: first[name] for name in ("gputopo", "priority-only")}
+        else:
+            snapshot, trace = _inputs({**spec, "seed": seed})
+            summaries = {
+                name: replay(snapshot, trace, PREEMPTION_POLICIES[name]).summary("high")
+                for name in ("gputopo", "priority-only")
+            }
+        for name, summary in summaries.items():
+            row[name] = {k: summary[k] for k in _SEED_FIGURES}
         peer = row["priority-only"]["victim_gpu_hours_lost"]
         row["lost_ratio"] = row["gputopo"]["victim_gpu_hours_lost"] / peer if peer else None
         print(f"{spec['name']} seed {seed}: {json.dumps(row)}", flush=True)
@@ -121,6 +136,10 @@ def more_seeds(spec: dict[str, Any]) -> dict[str, Any]:
         "seeds": rows,
         "pooled_lost_ratio": ours / peer if peer else None,
         "median_lost_ratio": statistics.median(ratios) if ratios else None,
+        **{
+            f"mean_busbw_{name}": statistics.fmean(r[name]["high_mean_busbw_GBps"] or 0.0 for r in rows)
+            for name in ("gputopo", "priority-only")
+        },
     }
 
 
@@ -172,28 +191,37 @@ def _markdown(doc: dict[str, Any]) -> str:
         f"started, on 2 shared cores: {doc['load_average']}."
     )
     for sc in doc["scenarios"]:
-        lines += ["", f"## {sc['name']}: {sc['nodes']} nodes, {sc['gpus']} GPUs, {sc['jobs']} jobs", ""]
-        lines.append(
+        lines += ["", f"## {sc['name']}: {sc['nodes']} nodes, {sc['gpus']} GPUs, {sc['jobs']} jobs"]
+        g = sc["goals"]
+        word = {True: "met", False: "missed"}
+        ratio = g["victim_gpu_hours_lost_ratio_to_priority_only"]
+        bw = g["high_busbw_mean_over_seeds"]
+        lines += [
+            "",
+            f"Goals, judged on all {g['seeds']} seeds of the profile (the table below this one has each):",
+            "",
+            f"- high p99 wait <= {GRACE_S + 5:.0f} s on every seed: "
+            f"**{word[g['high_p99_wait_within_grace_plus_5s']]}** ({g['high_p99_wait_within_grace_plus_5s_seeds']} "
+            f"of {g['seeds']}{_slow_seeds(sc)})",
+            f"- victim GPU-hours lost vs priority-only, pooled: {ratio if ratio is None else round(ratio, 3)}x "
+            f"(goal <= 0.7x): **{word[g['victim_gpu_hours_lost_at_most_0.7x']]}**",
+            f"- high bus bandwidth, mean over seeds, {bw['gputopo']:.1f} against priority-only's "
+            f"{bw['priority-only']:.1f} GB/s: **{word[g['high_busbw_at_least_priority_only']]}**",
+        ]
+        lines += [
+            "",
+            f"The first seed ({sc['seed']}) in full:",
+            "",
             "| policy | high wait p50 s | high wait p99 s | high mean bus bw GB/s | preemptions | movable | "
-            "victim GPU-h lost | never placed |"
-        )
-        lines.append("|---|---|---|---|---|---|---|---|")
+            "victim GPU-h lost | never placed |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for name, s in sc["policies"].items():
             lines.append(
                 f"| {name} | {s['high_wait_p50_s'] or 0:.1f} | {s['high_wait_p99_s'] or 0:.1f} | "
                 f"{(s['high_mean_busbw_GBps'] or 0):.1f} | {s['preemptions']} | {s['victims_movable']} | "
                 f"{s['victim_gpu_hours_lost']:.1f} | {s['jobs_never_placed']} |"
             )
-        g = sc["goals"]
-        word = {True: "met", False: "missed"}
-        ratio = g["victim_gpu_hours_lost_ratio_to_priority_only"]
-        lines += [
-            "",
-            f"- high p99 wait <= {GRACE_S + 5:.0f} s: **{word[g['high_p99_wait_within_grace_plus_5s']]}**",
-            f"- victim GPU-hours lost vs priority-only: {ratio if ratio is None else round(ratio, 3)}x "
-            f"(goal <= 0.7x): **{word[g['victim_gpu_hours_lost_at_most_0.7x']]}**",
-            f"- high bus bandwidth >= priority-only: **{word[g['high_busbw_at_least_priority_only']]}**",
-        ]
         lines += _same_state(sc) + _more_seeds(sc)
     d = doc["decision"]
     lines += [
@@ -211,6 +239,17 @@ def _markdown(doc: dict[str, Any]) -> str:
         f"{d.get('load_average', 'not recorded')}.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _slow_seeds(sc: dict[str, Any]) -> str:
+    """The seeds over the wait goal, with both policies' high p99 wait there."""
+    slow = [
+        f"seed {r['seed']}: {r['gputopo']['high_wait_p99_s'] or 0:.0f} s, priority-only "
+        f"{r['priority-only']['high_wait_p99_s'] or 0:.0f} s"
+        for r in sc["more_seeds"]["seeds"]
+        if (r["gputopo"]["high_wait_p99_s"] or 0) > GRACE_S + 5
+    ]
+    return f"; over it: {'; '.join(slow)}" if slow else ""
 
 
 def _same_state(sc: dict[str, Any]) -> list[str]:
@@ -243,20 +282,26 @@ def _more_seeds(sc: dict[str, Any]) -> list[str]:
     more = sc.get("more_seeds")
     if not more:
         return []
-    out = ["", "The same profile on more seeds (other cluster and trace):", ""]
-    out += ["| seed | gputopo GPU-h lost | priority-only GPU-h lost | ratio | high p99 s gputopo / priority-only |"]
-    out += ["|---|---|---|---|---|"]
+    out = ["", "Every seed (other cluster and trace; the first is the one in full above):", ""]
+    out += [
+        "| seed | GPU-h lost gputopo / priority-only | ratio | high p99 wait s | high mean bus bw GB/s | preemptions |"
+    ]
+    out += ["|---|---|---|---|---|---|"]
     for r in more["seeds"]:
         ratio = r["lost_ratio"]
+        ours, peer = r["gputopo"], r["priority-only"]
         out.append(
-            f"| {r['seed']} | {r['gputopo']['victim_gpu_hours_lost']:.1f} | "
-            f"{r['priority-only']['victim_gpu_hours_lost']:.1f} | {'-' if ratio is None else f'{ratio:.2f}x'} | "
-            f"{r['gputopo']['high_wait_p99_s'] or 0:.0f} / {r['priority-only']['high_wait_p99_s'] or 0:.0f} |"
+            f"| {r['seed']} | {ours['victim_gpu_hours_lost']:.1f} / {peer['victim_gpu_hours_lost']:.1f} | "
+            f"{'-' if ratio is None else f'{ratio:.2f}x'} | "
+            f"{ours['high_wait_p99_s'] or 0:.0f} / {peer['high_wait_p99_s'] or 0:.0f} | "
+            f"{ours['high_mean_busbw_GBps'] or 0:.1f} / {peer['high_mean_busbw_GBps'] or 0:.1f} | "
+            f"{ours['preemptions']} / {peer['preemptions']} |"
         )
     return [
         *out,
         "",
-        f"Pooled ratio (sum over seeds) {more['pooled_lost_ratio']:.2f}x, median {more['median_lost_ratio']:.2f}x.",
+        f"Loss ratio pooled (sum over seeds) {more['pooled_lost_ratio']:.2f}x, median of the seeds "
+        f"{more['median_lost_ratio']:.2f}x. Each pair is gputopo / priority-only.",
     ]
 
 
