@@ -147,11 +147,12 @@ def workload_facts(body: Mapping[str, Any]) -> WorkloadFacts | None:
     )
 
 
-def workload_name(job: str, uid: str, generation: int) -> str:
-    """``trainingjob-<job>-<hash>``: the same for the same job generation, whoever makes it (a restarted operator
-    finds the name taken instead of making a second Workload), and new for a new generation or a new job of the
-    same name. At most 253 characters, a DNS subdomain as the job's own name is."""
-    digest = hashlib.sha256(f"{uid}\n{generation}".encode()).hexdigest()[:_HASH]
+def workload_name(job: str, uid: str, generation: int, queue: str) -> str:
+    """``trainingjob-<job>-<hash>``: the same for the same job generation and LocalQueue, whoever makes it (a
+    restarted operator finds the name taken instead of making a second Workload), and new for a new generation,
+    another queue (the label changed) or a new job of the same name. At most 253 characters, a DNS subdomain as
+    the job's own name is."""
+    digest = hashlib.sha256(f"{uid}\n{generation}\n{queue}".encode()).hexdigest()[:_HASH]
     prefix = f"trainingjob-{job}"[: _MAX_NAME - _HASH - 1].rstrip("-.")
     return f"{prefix}-{digest}"
 
@@ -216,7 +217,7 @@ def workload_manifest(
         "apiVersion": KUEUE_API_VERSION,
         "kind": "Workload",
         "metadata": {
-            "name": workload_name(job, uid, generation),
+            "name": workload_name(job, uid, generation, queue),
             "namespace": namespace,
             "labels": {LABEL_JOB_GENERATION: str(generation)},
             "ownerReferences": [
@@ -265,12 +266,13 @@ class Reading:
         return self.workload.evicted[1] if self.workload.evicted else self.workload.waiting
 
 
-def read(job: str, uid: str, generation: int, workloads: Sequence[WorkloadFacts], placed: bool) -> Reading:
+def read(job: str, uid: str, generation: int, queue: str, workloads: Sequence[WorkloadFacts], placed: bool) -> Reading:
     """Which Workload decides for the job and what it says. A placed job runs under the admitted Workload it was
     placed under, even of an earlier generation (a spec change takes effect at the next placement, as it does for
     a job outside Kueue); an unplaced one waits for its own generation's Workload, and the others are stale."""
     live = [w for w in workloads if not w.deleting and not w.finished]
-    current = next((w for w in live if w.name == workload_name(job, uid, generation)), None)
+    name = workload_name(job, uid, generation, queue)
+    current = next((w for w in live if w.name == name), None)
     holding = None
     if placed:
         admitted = [w for w in live if w.has_admission or w.evicted is not None]
@@ -278,7 +280,7 @@ def read(job: str, uid: str, generation: int, workloads: Sequence[WorkloadFacts]
     deciding = holding or current
     stale = tuple(w for w in live if w is not deciding and w is not current)
     if deciding is None:
-        return Reading(Admission.MISSING, workload_name(job, uid, generation), None, stale)
+        return Reading(Admission.MISSING, name, None, stale)
     if deciding.evicted is not None:
         state = Admission.EVICTED
     elif deciding.admitted:

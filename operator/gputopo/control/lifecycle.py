@@ -313,7 +313,7 @@ def _kueue(s: _Step, spec: TrainingJobSpec, placement: PlacementStatus | None) -
         s.condition(PLACED, False, "KueueNotInstalled", "waiting for Kueue's Workload API to be served")
         s.status.phase = JobPhase.PENDING
         return _done(s)
-    reading = read(job.name, job.uid, job.generation, kueue.of(job.uid), placed=placement is not None)
+    reading = read(job.name, job.uid, job.generation, queue, kueue.of(job.uid), placed=placement is not None)
     s.out.actions.workload_deletions += [w.name for w in reading.stale]
     if reading.admission is Admission.ADMITTED:
         assert reading.workload is not None

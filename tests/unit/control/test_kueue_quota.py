@@ -47,7 +47,7 @@ def workload_body(
         status["admission"] = {"clusterQueue": "cq-a", "podSetAssignments": [{"name": "workers", "count": 1}]}
     return {
         "metadata": {
-            "name": workload_name(j.name, j.uid, j.generation),
+            "name": workload_name(j.name, j.uid, j.generation, QUEUE),
             "namespace": j.namespace,
             "resourceVersion": "7",
             "labels": {LABEL_JOB_GENERATION: str(j.generation)},
@@ -91,7 +91,7 @@ def test_the_workload_of_a_job_has_its_shape_priority_queue_and_owner() -> None:
     spec.template["spec"]["nodeSelector"] = {"pool": "h100"}
     body = workload_manifest(j.namespace, j.name, j.uid, j.generation, spec, QUEUE, 1000)
     assert body["apiVersion"] == "kueue.x-k8s.io/v1beta2" and body["kind"] == "Workload"
-    assert body["metadata"]["name"] == workload_name(j.name, j.uid, 1)
+    assert body["metadata"]["name"] == workload_name(j.name, j.uid, 1, QUEUE)
     (owner,) = body["metadata"]["ownerReferences"]
     assert owner["kind"] == "TrainingJob" and owner["uid"] == j.uid and owner["controller"] is True
     assert "finalizers" not in body["metadata"]
@@ -105,9 +105,10 @@ def test_the_workload_of_a_job_has_its_shape_priority_queue_and_owner() -> None:
 
 
 def test_a_workload_name_is_one_per_job_generation_and_a_valid_name() -> None:
-    assert workload_name("llm", "u1", 1) == workload_name("llm", "u1", 1)
-    assert len({workload_name("llm", "u1", 1), workload_name("llm", "u1", 2), workload_name("llm", "u2", 1)}) == 3
-    long = workload_name("x" * 253, "u1", 1)
+    assert workload_name("llm", "u1", 1, "a") == workload_name("llm", "u1", 1, "a")
+    names = {workload_name(*args) for args in (("llm", "u1", 1, "a"), ("llm", "u1", 2, "a"), ("llm", "u2", 1, "a"))}
+    assert len(names | {workload_name("llm", "u1", 1, "b")}) == 4
+    long = workload_name("x" * 253, "u1", 1, "a")
     assert len(long) <= 253 and long.startswith("trainingjob-x")
 
 
@@ -126,14 +127,19 @@ def test_workload_facts_read_kueues_conditions_and_ignore_workloads_of_others() 
 
 def test_read_decides_by_the_generation_of_an_unplaced_job_and_the_admission_of_a_placed_one() -> None:
     j = queued()
-    assert read(j.name, j.uid, 1, [], placed=False).admission is Admission.MISSING
-    assert read(j.name, j.uid, 1, [facts(j, *PENDING)], placed=False).admission is Admission.WAITING
-    assert read(j.name, j.uid, 1, [facts(j, *ADMITTED, admission=True)], placed=True).admission is Admission.ADMITTED
-    assert read(j.name, j.uid, 1, [facts(j, *EVICTED, admission=True)], placed=True).admission is Admission.EVICTED
+    assert read(j.name, j.uid, 1, QUEUE, [], placed=False).admission is Admission.MISSING
+    assert read(j.name, j.uid, 1, QUEUE, [facts(j, *PENDING)], placed=False).admission is Admission.WAITING
+    assert (
+        read(j.name, j.uid, 1, QUEUE, [facts(j, *ADMITTED, admission=True)], placed=True).admission
+        is Admission.ADMITTED
+    )
+    assert (
+        read(j.name, j.uid, 1, QUEUE, [facts(j, *EVICTED, admission=True)], placed=True).admission is Admission.EVICTED
+    )
     # A new generation: the running job stays under the admission it was placed with; unplaced, the old one is stale.
     old = facts(j, *ADMITTED, admission=True)
-    assert read(j.name, j.uid, 2, [old], placed=True).admission is Admission.ADMITTED
-    fresh = read(j.name, j.uid, 2, [old], placed=False)
+    assert read(j.name, j.uid, 2, QUEUE, [old], placed=True).admission is Admission.ADMITTED
+    fresh = read(j.name, j.uid, 2, QUEUE, [old], placed=False)
     assert fresh.admission is Admission.MISSING and fresh.stale == (old,)
 
 
