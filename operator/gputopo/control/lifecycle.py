@@ -7,6 +7,9 @@ on where the last one stopped. The phases:
      ▲                   │  └─ unschedulable too long ─► Pending          │
      │                   └──────────────── fault / worker failure ────────┴─► Rescheduling ─► (re-placed)
      └─ (queue)                                 restarts exhausted, deadline ──────────────► Failed
+
+A job in a Kueue queue (label ``kueue.x-k8s.io/queue-name``) stays Pending until Kueue admits its Workload, and goes
+back to Pending, its gang taken down, when Kueue evicts it (``kueue_quota``).
 """
 
 from __future__ import annotations
