@@ -238,6 +238,7 @@ def step(
             out.actions.event("Warning", "InvalidSpec", "; ".join(found))
         if _placed(status) is None:
             s.condition(PLACED, False, "InvalidSpec", "fix the spec to queue the job")
+            _kueue_dropped(s)
             return _done(s)
     else:
         refused = refusal or _refused(status, job.generation)
@@ -251,6 +252,7 @@ def step(
                 s.clear_placement()
             status.phase = JobPhase.PENDING
             s.condition(PLACED, False, POD_REFUSED, "fix the pod template to queue the job again")
+            _kueue_dropped(s)
             return _done(s)
         if s.is_true(INVALID):
             s.condition(INVALID, False, "Valid", "")
@@ -361,6 +363,12 @@ def _kueue_evicted(s: _Step, spec: TrainingJobSpec, placement: PlacementStatus |
     s.condition(PLACED, False, "KueueEvicted", message)
     s.status.phase = JobPhase.PENDING
     return _done(s)
+
+
+def _kueue_dropped(s: _Step) -> None:
+    """An Invalid job holds no Kueue quota: its Workloads go (the fixed spec, a new generation, gets a new one)."""
+    if s.view.kueue is not None:
+        s.out.actions.workload_deletions += [w.name for w in s.view.kueue.of(s.job.uid) if not w.deleting]
 
 
 def _kueue_finished(s: _Step) -> None:

@@ -216,6 +216,14 @@ def test_a_finished_job_marks_its_workload_finished() -> None:
     assert {c["type"]: c["status"] for c in patch.body["status"]["conditions"]}["Finished"] == "True"
 
 
+def test_an_invalid_job_holds_no_quota() -> None:
+    j = queued()
+    j = replace(j, spec=spec_of(j).model_copy(update={"priority": None, "priority_class_name": "missing"}))
+    w = facts(j, *ADMITTED, admission=True)
+    actions = actions_of(run([j], under_kueue(cluster().node("n1").view(), w)), "llm")
+    assert actions.workload_deletions == [w.name] and not actions.pods and actions.workload is None
+
+
 def test_without_kueue_a_queued_job_waits_saying_so_and_an_unqueued_one_is_placed() -> None:
     view = cluster().node("n1").view()
     actions = actions_of(run([queued()], view), "llm")
