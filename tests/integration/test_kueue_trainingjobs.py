@@ -52,18 +52,28 @@ def jobs(box: SandboxHandle, operator: OperatorProcess) -> Iterator[Jobs]:
     KueueJobs(box.kubectl, NS).delete_all()
 
 
-@pytest.fixture
-def queue(box: SandboxHandle, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A ClusterQueue of 8 GPUs that preempts lower priorities within itself, and its LocalQueue in ``NS``."""
-    name = f"tj-{request.node.name.removeprefix('test_')[:40].replace('_', '-').rstrip('-')}"
-    body = cluster_queue(name, GPUTOPO_QUEUE, QUOTA)
-    body["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+def apply_queue(
+    box: SandboxHandle, name: str, quota: dict[str, str], *, cohort: str | None = None, **preemption: str
+) -> str:
+    """A ClusterQueue ``name`` of the sandbox's flavor without a topology, with ``quota`` and ``preemption``, in
+    ``cohort``, and its LocalQueue in ``NS``; returns once Kueue calls it Active."""
+    body = cluster_queue(name, GPUTOPO_QUEUE, quota, cohort=cohort)
+    if preemption:
+        body["spec"]["preemption"] = preemption
     items = [body, local_queue(name, NS, name)]
     box.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
     box.wait_for(
         f"ClusterQueue {name} active", lambda: is_true(box.get_json("clusterqueues.kueue.x-k8s.io", name), "Active")
     )
-    yield name
+    return name
+
+
+@pytest.fixture
+def queue(box: SandboxHandle, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A ClusterQueue of 8 GPUs that preempts lower priorities within itself, and its LocalQueue in ``NS``; a test
+    asks for it before ``jobs``, so it goes after the test's TrainingJobs and Workloads."""
+    name = f"tj-{request.node.name.removeprefix('test_')[:40].replace('_', '-').rstrip('-')}"
+    yield apply_queue(box, name, QUOTA, withinClusterQueue="LowerPriority")
     KueueJobs(box.kubectl, NS).delete_queue(name)
 
 
@@ -94,7 +104,7 @@ def waiting_for_kueue(jobs: Jobs, name: str) -> dict[str, Any] | None:
     return found if found is not None and found["status"] == "False" else None
 
 
-def test_a_job_over_quota_waits_and_is_placed_when_quota_frees(box: SandboxHandle, jobs: Jobs, queue: str) -> None:
+def test_a_job_over_quota_waits_and_is_placed_when_quota_frees(box: SandboxHandle, queue: str, jobs: Jobs) -> None:
     jobs.apply(queued("first", queue))
     jobs.wait_running_pods("first", 1, timeout=90)
     (workload,) = workloads(box, "first")
@@ -123,7 +133,7 @@ def test_a_job_over_quota_waits_and_is_placed_when_quota_frees(box: SandboxHandl
 
 
 def test_kueue_preemption_takes_the_job_down_and_it_runs_again_once_quota_is_back(
-    box: SandboxHandle, jobs: Jobs, queue: str
+    box: SandboxHandle, queue: str, jobs: Jobs
 ) -> None:
     jobs.apply(queued("low", queue, priorityClassName=LOW, failurePolicy={"gracePeriodSeconds": 2}))
     jobs.wait_running_pods("low", 1, timeout=90)
@@ -169,7 +179,44 @@ def test_kueue_preemption_takes_the_job_down_and_it_runs_again_once_quota_is_bac
     assert jobs.status("low")["restarts"] == 0
 
 
-def test_deleting_the_job_deletes_its_workload(box: SandboxHandle, jobs: Jobs, queue: str) -> None:
+@pytest.fixture
+def cohort(box: SandboxHandle) -> Iterator[tuple[str, str]]:
+    """A lender ClusterQueue of 8 GPUs that reclaims them within its cohort, and a borrower without quota of its
+    own in the same cohort, each with its LocalQueue in ``NS``."""
+    lender = apply_queue(box, "tj-lender", QUOTA, cohort="tj-cohort", reclaimWithinCohort="Any")
+    borrower = apply_queue(box, "tj-borrower", dict.fromkeys(QUOTA, "0"), cohort="tj-cohort")
+    yield lender, borrower
+    for name in (borrower, lender):
+        KueueJobs(box.kubectl, NS).delete_queue(name)
+
+
+def test_kueue_reclaiming_its_quota_across_a_cohort_takes_the_job_down_and_it_runs_again(
+    box: SandboxHandle, cohort: tuple[str, str], jobs: Jobs
+) -> None:
+    lender, borrower = cohort
+    kueue = KueueJobs(box.kubectl, NS)
+    jobs.apply(queued("borrowing", borrower, failurePolicy={"gracePeriodSeconds": 2}))
+    jobs.wait_running_pods("borrowing", 1, timeout=90)
+    assert workloads(box, "borrowing")[0]["status"]["admission"]["clusterQueue"] == borrower
+
+    # Work of the lender's own reclaims its quota: Kueue preempts the borrowing Workload, whatever its priority.
+    kueue.create(batch_job("reclaim", lender, gpus=8, scheduling_gates=[HOLD_GATE]))
+
+    def evicted() -> dict[str, Any] | None:
+        said = waiting_for_kueue(jobs, "borrowing")
+        return said if said is not None and said["reason"] == "Preempted" else None
+
+    jobs.wait("the borrowing job evicted by Kueue", evicted, timeout=90)
+    kueue.wait_admitted("reclaim", timeout=90)
+    jobs.wait("its pods gone", lambda: not jobs.pods("borrowing"), timeout=60)
+    assert jobs.status("borrowing")["restarts"] == 0
+
+    kueue.delete("reclaim")
+    jobs.wait_running_pods("borrowing", 1, timeout=120)
+    assert len(workloads(box, "borrowing")) == 1
+
+
+def test_deleting_the_job_deletes_its_workload(box: SandboxHandle, queue: str, jobs: Jobs) -> None:
     jobs.apply(queued("gone", queue))
     jobs.wait("its Workload", lambda: workloads(box, "gone"), timeout=60)
     jobs.delete("gone")
@@ -178,7 +225,7 @@ def test_deleting_the_job_deletes_its_workload(box: SandboxHandle, jobs: Jobs, q
 
 
 def test_an_operator_killed_before_the_admission_makes_no_second_workload_and_places_the_job_once(
-    box: SandboxHandle, jobs: Jobs, queue: str, operator: OperatorProcess
+    box: SandboxHandle, queue: str, jobs: Jobs, operator: OperatorProcess
 ) -> None:
     # No quota yet: the Workload is made and waits.
     zero = cluster_queue(queue, GPUTOPO_QUEUE, {**QUOTA, GPU_RESOURCE: "0"})
