@@ -276,3 +276,10 @@ def test_operator_may_place_gangs_it_does_not_own() -> None:
                   ("jobset.x-k8s.io", "jobsets"), ("leaderworkerset.x-k8s.io", "leaderworkersets"),
                   ("kubeflow.org", "pytorchjobs")):  # fmt: skip
         assert granted[owner] == read, owner
+
+
+def test_operator_may_make_and_release_the_kueue_workloads_of_its_trainingjobs() -> None:
+    rules = find(render(), "ClusterRole", OPERATOR)["rules"]
+    granted = {(g, r): set(rule["verbs"]) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
+    assert granted[("kueue.x-k8s.io", "workloads")] == {"get", "list", "watch", "create", "delete"}
+    assert granted[("kueue.x-k8s.io", "workloads/status")] == {"get", "patch", "update"}

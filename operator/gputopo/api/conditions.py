@@ -13,6 +13,7 @@ __all__ = [
     "GPUS_AS_PLANNED",
     "HEALTHY",
     "INVALID",
+    "KUEUE_ADMITTED",
     "PLACED",
     "PREEMPTED",
     "SUCCEEDED",
@@ -27,6 +28,7 @@ DEGRADED: Final = "Degraded"  # a part under the gang failed and the job runs on
 SUCCEEDED: Final = "Succeeded"
 FAILED: Final = "Failed"
 PREEMPTED: Final = "Preempted"  # True while the job waits after a higher-priority gang preempted it
+KUEUE_ADMITTED: Final = "KueueAdmitted"  # a job in a Kueue queue: its Workload is admitted (True), or why not
 GPUS_AS_PLANNED: Final = "GpusAsPlanned"  # the pods hold the planned GPUs: Unknown until every rank is reported
 # A NodeTopology's condition type.
 HEALTHY: Final = "Healthy"

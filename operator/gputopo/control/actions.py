@@ -12,7 +12,7 @@ from typing import Any, Literal
 from gputopo.api.trainingjob import TrainingJobStatus
 from gputopo.control.facts import JobKey
 
-__all__ = ["EventNote", "JobActions", "PodDeletion"]
+__all__ = ["EventNote", "JobActions", "PodDeletion", "WorkloadPatch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +28,14 @@ class PodDeletion:
     grace_seconds: int
 
 
+@dataclass(frozen=True, slots=True)
+class WorkloadPatch:
+    """A merge patch of a Kueue Workload's status that carries the resourceVersion it was worked out from."""
+
+    name: str
+    body: dict[str, Any]
+
+
 @dataclass
 class JobActions:
     job: JobKey
@@ -40,6 +48,10 @@ class JobActions:
     pods: list[dict[str, Any]] = field(default_factory=list)  # create if absent
     events: list[EventNote] = field(default_factory=list)
     delete_job: bool = False
+    # Kueue (``kueue_quota``): the job generation's Workload, created if absent; Workloads to delete; status patches.
+    workload: dict[str, Any] | None = None
+    workload_deletions: list[str] = field(default_factory=list)
+    workload_patches: list[WorkloadPatch] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
@@ -51,13 +63,24 @@ class JobActions:
             or self.pods
             or self.events
             or self.delete_job
+            or self.workload is not None
+            or self.workload_deletions
+            or self.workload_patches
         )
 
     @property
     def reports_only(self) -> bool:
         """Whether these actions only report (a status, Events): nothing in the cluster changes by them."""
         return not (
-            self.deletions or self.service or self.claims or self.claim_deletions or self.pods or self.delete_job
+            self.deletions
+            or self.service
+            or self.claims
+            or self.claim_deletions
+            or self.pods
+            or self.delete_job
+            or self.workload is not None
+            or self.workload_deletions
+            or self.workload_patches
         )
 
     def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:

@@ -43,6 +43,8 @@ __all__ = [
     "pod_facts",
 ]
 
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's LocalQueue label (``kueue_quota`` says what it means)
+
 JobKey = NewType("JobKey", tuple[str, str])  # (namespace, name): a TrainingJob's id
 
 
@@ -241,6 +243,7 @@ class JobFacts:
     spec_error: str = ""
     deleting: bool = False
     checkpoint_time: datetime | None = None  # gputopo.io/checkpoint-time: what a restart resumes from
+    queue_name: str | None = None  # label kueue.x-k8s.io/queue-name: the Kueue LocalQueue whose quota it runs under
 
     @property
     def key(self) -> JobKey:
@@ -279,4 +282,5 @@ def job_facts(body: Mapping[str, Any]) -> JobFacts:
         spec_error=error,
         deleting=bool(meta.get("deletionTimestamp")),
         checkpoint_time=parse_time(_dict(meta.get("annotations")).get(ANNOTATION_CHECKPOINT_TIME)),
+        queue_name=str(queue) if (queue := _dict(meta.get("labels")).get(QUEUE_LABEL)) else None,
     )

@@ -7,6 +7,9 @@ on where the last one stopped. The phases:
      ▲                   │  └─ unschedulable too long ─► Pending          │
      │                   └──────────────── fault / worker failure ────────┴─► Rescheduling ─► (re-placed)
      └─ (queue)                                 restarts exhausted, deadline ──────────────► Failed
+
+A job in a Kueue queue (label ``kueue.x-k8s.io/queue-name``) stays Pending until Kueue admits its Workload, and goes
+back to Pending, its gang taken down, when Kueue evicts it (``kueue_quota``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from gputopo.api.conditions import (
     FAILED,
     GPUS_AS_PLANNED,
     INVALID,
+    KUEUE_ADMITTED,
     PLACED,
     PREEMPTED,
     SUCCEEDED,
@@ -28,11 +32,21 @@ from gputopo.api.conditions import (
 )
 from gputopo.api.preemption import MAX_NAMED, NominationStatus, PreemptionStatus
 from gputopo.api.trainingjob import JobPhase, PlacementStatus, TrainingJobSpec, TrainingJobStatus, WorkerPlacement
-from gputopo.control.actions import JobActions, PodDeletion
+from gputopo.control.actions import JobActions, PodDeletion, WorkloadPatch
 from gputopo.control.bandwidth import estimate_workers
 from gputopo.control.dra import ClaimFacts, GpuAllocation, claim_manifest, claim_name
 from gputopo.control.facts import JobFacts, PodFacts
 from gputopo.control.failure import Action, backoff_delay, decide, faults_under
+from gputopo.control.kueue_quota import (
+    KUEUE_API_VERSION,
+    QUEUE_LABEL,
+    Admission,
+    Reading,
+    finish_patch,
+    read,
+    release_patch,
+    workload_manifest,
+)
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.pods import is_gang, owner_reference, pod_manifest, pod_name, service_manifest
 from gputopo.control.priority import job_priority
@@ -213,6 +227,7 @@ def step(
                 out.actions.delete_job = True
             else:
                 out.wake(expiry)
+        _kueue_finished(s)
         return _done(s)
 
     found = problems(job, config.tiers)
@@ -223,6 +238,7 @@ def step(
             out.actions.event("Warning", "InvalidSpec", "; ".join(found))
         if _placed(status) is None:
             s.condition(PLACED, False, "InvalidSpec", "fix the spec to queue the job")
+            _kueue_dropped(s)
             return _done(s)
     else:
         refused = refusal or _refused(status, job.generation)
@@ -236,6 +252,7 @@ def step(
                 s.clear_placement()
             status.phase = JobPhase.PENDING
             s.condition(PLACED, False, POD_REFUSED, "fix the pod template to queue the job again")
+            _kueue_dropped(s)
             return _done(s)
         if s.is_true(INVALID):
             s.condition(INVALID, False, "Valid", "")
@@ -264,6 +281,9 @@ def step(
         s.delete(old, _grace_for(old, view, spec))
 
     s.delete_claims(placement.generation if placement is not None else None)
+    held = _kueue(s, spec, placement)
+    if held is not None:
+        return held
     if placement is None:
         return _unplaced(s, spec)
     return _placed_step(s, spec, placement, current, bool(old))
@@ -273,6 +293,95 @@ def _grace_for(pods: Sequence[PodFacts], view: ClusterView, spec: TrainingJobSpe
     """No grace on nodes whose kubelet is gone (it would never finish the termination)."""
     lost = any(p.node and (p.node not in view.nodes or not view.nodes[p.node].ready) for p in pods)
     return 0 if lost else spec.failure_policy.grace_period_seconds
+
+
+def _kueue(s: _Step, spec: TrainingJobSpec, placement: PlacementStatus | None) -> JobStep | None:
+    """A job in a Kueue queue (``kueue_quota``): its Workload made, and the step ended here unless Kueue admits it.
+    None: go on as any job does (admitted, or not in a queue)."""
+    job, kueue = s.job, s.view.kueue
+    queue = job.queue_name
+    if queue is None:
+        if kueue is not None and placement is None:  # taken out of its queue: its Workloads go
+            s.out.actions.workload_deletions += [w.name for w in kueue.of(job.uid) if not w.deleting]
+        s.status.conditions = [c for c in s.status.conditions if c.type != KUEUE_ADMITTED]
+        return None
+    if kueue is None:
+        if placement is not None:
+            return None  # placed before Kueue's API went away: it runs on
+        message = (
+            f"the job names Kueue LocalQueue {queue} (label {QUEUE_LABEL}), but Kueue's Workload API "
+            f"({KUEUE_API_VERSION} workloads) is not served here (or not read yet): install Kueue, or remove the label "
+            "to place the job without Kueue's quota"
+        )
+        if s.condition(KUEUE_ADMITTED, False, "KueueNotInstalled", message):
+            s.out.actions.event("Warning", "KueueNotInstalled", message)
+        s.condition(PLACED, False, "KueueNotInstalled", "waiting for Kueue's Workload API to be served")
+        s.status.phase = JobPhase.PENDING
+        return _done(s)
+    reading = read(job.name, job.uid, job.generation, queue, kueue.of(job.uid), placed=placement is not None)
+    s.out.actions.workload_deletions += [w.name for w in reading.stale]
+    if reading.admission is Admission.ADMITTED:
+        assert reading.workload is not None
+        where = f"Workload {reading.name} is admitted by ClusterQueue {reading.workload.cluster_queue}"
+        if not s.is_true(KUEUE_ADMITTED):
+            s.out.actions.event("Normal", "KueueAdmitted", where)
+        s.condition(KUEUE_ADMITTED, True, "Admitted", where)
+        return None
+    if reading.admission is Admission.EVICTED or placement is not None:
+        return _kueue_evicted(s, spec, placement, reading)
+    if reading.admission is Admission.MISSING:
+        priority = job_priority(spec, s.view.priority_classes).value
+        s.out.actions.workload = workload_manifest(
+            job.namespace, job.name, job.uid, job.generation, spec, queue, priority
+        )
+    said = f": {reading.message}" if reading.message else ""
+    waiting = f"waiting for Kueue to admit Workload {reading.name} from LocalQueue {queue}{said}"
+    if s.condition(KUEUE_ADMITTED, False, "WaitingForKueue", waiting) and reading.admission is Admission.MISSING:
+        s.out.actions.event("Normal", "WaitingForKueue", waiting)
+    s.condition(PLACED, False, "WaitingForKueue", f"waiting for Kueue to admit the job from LocalQueue {queue}")
+    s.status.phase = JobPhase.PENDING
+    return _done(s)
+
+
+def _kueue_evicted(s: _Step, spec: TrainingJobSpec, placement: PlacementStatus | None, reading: Reading) -> JobStep:
+    """Kueue took the job's admission back: its pods go with their grace period (their time to checkpoint) and its
+    plan is given up; once no pod of it is left the Workload's admission is cleared, so Kueue queues it again. The
+    job waits for admission, the restart budget untouched."""
+    reason = reading.reason or "AdmissionRemoved"
+    words = f": {reading.message}" if reading.message else ""
+    message = f"Kueue evicted Workload {reading.name} ({reason}){words}"
+    if placement is not None:
+        live = [p for p in s.ours if p.holds_gpus]
+        s.delete(live, _grace_for(live, s.view, spec))
+        s.delete_claims()
+        s.clear_placement()
+        s.out.old_pods_left = True
+        s.out.actions.event("Warning", "KueueEvicted", f"{message}; taking the gang down")
+    elif reading.workload is not None and reading.workload.has_admission and not any(p.holds_gpus for p in s.ours):
+        s.out.actions.workload_patches.append(WorkloadPatch(reading.name, release_patch(reading.workload, s.now)))
+    s.condition(KUEUE_ADMITTED, False, reason, f"{message}; waiting for Kueue to admit it again")
+    s.condition(PLACED, False, "KueueEvicted", message)
+    s.status.phase = JobPhase.PENDING
+    return _done(s)
+
+
+def _kueue_dropped(s: _Step) -> None:
+    """An Invalid job holds no Kueue quota: its Workloads go (the fixed spec, a new generation, gets a new one)."""
+    if s.view.kueue is not None:
+        s.out.actions.workload_deletions += [w.name for w in s.view.kueue.of(s.job.uid) if not w.deleting]
+
+
+def _kueue_finished(s: _Step) -> None:
+    """A finished job's Workloads are marked Finished, giving their quota back."""
+    kueue, status = s.view.kueue, s.status
+    if kueue is None:
+        return
+    succeeded = status.phase is JobPhase.SUCCEEDED
+    said = next((c.message for c in status.conditions if c.type == (SUCCEEDED if succeeded else FAILED)), "")
+    for w in kueue.of(s.job.uid):
+        if not w.finished and not w.deleting:
+            patch = finish_patch(w, succeeded, said or f"the TrainingJob {status.phase.lower()}", s.now)
+            s.out.actions.workload_patches.append(WorkloadPatch(w.name, patch))
 
 
 def _unplaced(s: _Step, spec: TrainingJobSpec) -> JobStep:

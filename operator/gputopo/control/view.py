@@ -24,6 +24,7 @@ from datetime import datetime
 
 from gputopo.control.dra import DraView
 from gputopo.control.facts import NodeFacts, PodFacts, PodGpusFacts, TopologyFacts
+from gputopo.control.kueue_quota import KueueView
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.priority import PriorityClassFacts
 from gputopo.control.quarantine import Quarantine
@@ -43,6 +44,7 @@ class ClusterView:
     dra: DraView | None = None  # the DRA driver's devices and all claims; None in device-plugin mode
     pod_gpus: Mapping[str, PodGpusFacts] = field(default_factory=dict)  # per node, the probe's report of its pods
     priority_classes: Mapping[str, PriorityClassFacts] = field(default_factory=dict)  # by name
+    kueue: KueueView | None = None  # the Workloads of jobs in Kueue queues; None where Kueue's API is not served
 
     def real_gpus(self, namespace: str, name: str, node: str) -> tuple[int, ...] | None:
         """The GPUs the probe on ``node`` says the pod holds, or None when it has not said."""

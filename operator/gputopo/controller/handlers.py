@@ -29,6 +29,7 @@ from gputopo.control.facts import (
 )
 from gputopo.control.view import ClusterView
 from gputopo.controller.gangwatches import GangWatches
+from gputopo.controller.kueuewatch import KueueWatch
 from gputopo.controller.runtime import Runtime, World
 from gputopo.controller.settings import OperatorSettings
 from gputopo.controller.startup import STARTUP_RETRIES, STARTUP_RETRY_SECONDS, StartupError
@@ -200,6 +201,7 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
                 page_size=runtime.settings.list_chunk_size,
                 dra=runtime.settings.gpu_allocation is GpuAllocation.DRA,
             ) as watches,
+            KueueWatch(runtime.client, runtime.poke, page_size=runtime.settings.list_chunk_size) as kueue,
             contextlib.AsyncExitStack() as stack,
         ):
             gangs = runtime.gangs
@@ -219,6 +221,7 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
                         dra=watches.dra_view(),
                         pod_gpus=dict(watches.pod_gpus.items),
                         priority_classes=dict(watches.priority_classes.items),
+                        kueue=kueue.view(),
                     ),
                     gangs=(
                         gangs.read(

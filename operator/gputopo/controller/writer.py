@@ -84,6 +84,7 @@ class Writer:
                     self._failed(actions, exc)
                     return Written(error=exc.reason or "unknown", status_failed=True)
                 self.statuses.wrote(job, version, actions.status)
+            await self._workloads(actions)
             await asyncio.gather(
                 *(client.delete_pod(namespace, d.name, d.grace_seconds) for d in actions.deletions),
                 *(client.delete_claim(namespace, claim) for claim in actions.claim_deletions),
@@ -105,6 +106,18 @@ class Writer:
             self._failed(actions, exc)
             return Written(shown=shown, error=exc.reason or "unknown")
         return Written(shown=shown)
+
+    async def _workloads(self, actions: JobActions) -> None:
+        """The job's Kueue Workload writes (``control.kueue_quota``): the stale ones deleted, its generation's created,
+        the status patches applied (one that finds the Workload changed is worked out again by the next pass)."""
+        namespace, _ = actions.job
+        client = self.client
+        await asyncio.gather(*(client.delete_workload(namespace, name) for name in actions.workload_deletions))
+        if actions.workload is not None:
+            await client.create_workload(actions.workload)
+        await asyncio.gather(
+            *(client.patch_workload_status(namespace, p.name, p.body) for p in actions.workload_patches)
+        )
 
     async def _claims_then_pods(self, actions: JobActions, turn: Turn | None) -> None:
         # A pod names its claim: create the claims first (raises unless all exist).

@@ -45,6 +45,8 @@ MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
 # The GangPlacement records of gangs gputopo places without owning them (namespaced, with a status subresource).
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"
 GANG_PLACEMENT_GROUP = "gputopo.io"
 GANG_PLACEMENT_VERSION = "v1alpha1"
 GANG_PLACEMENT_PLURAL = "gangplacements"
@@ -176,6 +178,12 @@ def _job_path(namespace: str, name: str, *sub: str) -> str:
 
 def _core_path(namespace: str, plural: str, name: str | None = None) -> str:
     return "/api/v1" + _path("namespaces", namespace, plural, *((name,) if name else ()))
+
+
+def workload_path(namespace: str | None, name: str | None = None, *sub: str) -> str:
+    """A path of Kueue's Workloads (``kueue.x-k8s.io/v1beta2``; without ``namespace``, every namespace's)."""
+    where = ("namespaces", namespace) if namespace else ()
+    return "/apis" + _path(KUEUE_GROUP, KUEUE_VERSION, *where, "workloads", *((name, *sub) if name else ()))
 
 
 def resource_path(namespace: str | None, plural: str, name: str | None = None) -> str:
@@ -453,6 +461,33 @@ class KubeClient:
             resource_path(namespace, "resourceclaims", name),
             body={"propagationPolicy": "Background"},
         )
+
+    # -- Kueue Workloads (of TrainingJobs in a Kueue queue) ----------------------------------------------------
+
+    async def create_workload(self, body: dict[str, Any]) -> bool:
+        """Create a Kueue Workload unless one of its name exists; True when this call created it."""
+        namespace = body["metadata"]["namespace"]
+        return await self._create("workloads", "Workload", body, workload_path(namespace))
+
+    async def delete_workload(self, namespace: str, name: str) -> None:
+        await self._request_unless(
+            NotFoundError,
+            f"delete Workload {namespace}/{name}",
+            "DELETE",
+            workload_path(namespace, name),
+            body={"propagationPolicy": "Background"},
+        )
+
+    async def patch_workload_status(self, namespace: str, name: str, body: dict[str, Any]) -> bool:
+        """A merge patch of a Workload's status; True when applied. False when the Workload is gone, or changed
+        since the resourceVersion the patch carries (409): the next read decides again. Other refusals raise."""
+        try:
+            await self._merge_patch(
+                f"status of Workload {namespace}/{name}", workload_path(namespace, name, "status"), body
+            )
+        except (NotFoundError, ConflictError):
+            return False
+        return True
 
     # -- events -----------------------------------------------------------------------------------------------
 
