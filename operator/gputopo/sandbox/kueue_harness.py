@@ -4,7 +4,10 @@ Jobs for a queue, and the Workloads Kueue makes of them, polled with deadlines.
 The sandbox's kwok ends a Job's pod as soon as it runs (kwokctl's fast ``pod-complete`` stage selects the pods a
 Job owns), so a Job whose pods bind finishes at once and gives its quota back. A Job that must hold its quota
 carries a scheduling gate of its own (``HOLD_GATE``): Kueue admits it and the Job controller makes its pods, which
-stay Pending, as pods do that wait for a placement.
+stay Pending, as pods do that wait for a placement. A Job whose pods gputopo must place and that must still hold
+its plan carries ``UNBINDABLE`` instead: gputopo plans and steers its pods (it reads only a pod's node
+constraints), and kube-scheduler never binds them, so they hold their plan's GPUs in gputopo's ledger until
+something ends them.
 """
 
 from __future__ import annotations
@@ -22,11 +25,22 @@ from gputopo.sandbox.kueue_queues import (
     local_queue,
 )
 
-__all__ = ["HOLD_GATE", "KueueJobs", "batch_job", "condition"]
+__all__ = ["HOLD_GATE", "UNBINDABLE", "KueueJobs", "batch_job", "condition"]
 
 Kubectl = Callable[..., str]
 
 HOLD_GATE = "gputopo.io/test-hold"
+# Required pod affinity to a pod that never exists: kube-scheduler binds no pod with it; gputopo still plans it.
+UNBINDABLE: dict[str, Any] = {
+    "podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "labelSelector": {"matchLabels": {"gputopo.io/test-never": "true"}},
+                "topologyKey": "kubernetes.io/hostname",
+            }
+        ]
+    }
+}
 
 
 def batch_job(
@@ -37,9 +51,11 @@ def batch_job(
     gpus: int = 8,
     pod_annotations: Mapping[str, str] | None = None,
     scheduling_gates: Sequence[str] = (),
+    affinity: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """An Indexed batch/v1 Job of ``pods`` pods with ``gpus`` GPUs each, for Kueue's LocalQueue ``queue``, its pod
-    template with ``pod_annotations`` and ``scheduling_gates``. Kueue's webhook creates it suspended."""
+    template with ``pod_annotations``, ``scheduling_gates`` and ``affinity``. Kueue's webhook creates it
+    suspended."""
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "containers": [
@@ -55,6 +71,8 @@ def batch_job(
     }
     if scheduling_gates:
         spec["schedulingGates"] = [{"name": gate} for gate in scheduling_gates]
+    if affinity:
+        spec["affinity"] = dict(affinity)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -96,11 +114,22 @@ class KueueJobs:
     # -- queues ---------------------------------------------------------------------------------------------
 
     def create_queue(
-        self, name: str, quota: Mapping[str, str], *, flavor: str = GPUTOPO_QUEUE, timeout: float = 30.0
+        self,
+        name: str,
+        quota: Mapping[str, str],
+        *,
+        flavor: str = GPUTOPO_QUEUE,
+        cohort: str | None = None,
+        preemption: Mapping[str, str] | None = None,
+        timeout: float = 30.0,
     ) -> str:
-        """A ClusterQueue ``name`` of ``flavor`` with ``quota`` (resource -> nominal quota) and a LocalQueue of the
-        same name in this namespace for it; returns once Kueue calls the ClusterQueue Active."""
-        self._apply(cluster_queue(name, flavor, quota))
+        """A ClusterQueue ``name`` of ``flavor`` with ``quota`` (resource -> nominal quota), in ``cohort`` and with
+        ``preemption`` (its ``spec.preemption``: ``reclaimWithinCohort``, ``withinClusterQueue``) where given, and a
+        LocalQueue of the same name in this namespace for it; returns once Kueue calls the ClusterQueue Active."""
+        queue = cluster_queue(name, flavor, quota, cohort=cohort)
+        if preemption:
+            queue["spec"]["preemption"] = dict(preemption)
+        self._apply(queue)
         self._apply(local_queue(name, self.namespace, name))
         wait_for(
             f"ClusterQueue {name} active",
@@ -108,6 +137,12 @@ class KueueJobs:
             timeout=timeout,
         )
         return name
+
+    def use_queues(self, *names: str) -> None:
+        """LocalQueues in this namespace for the sandbox's ClusterQueues ``names`` (a LocalQueue is per namespace:
+        the sandbox makes its own only in ``default``)."""
+        for name in names:
+            self._apply(local_queue(name, self.namespace, name))
 
     def delete_queue(self, name: str) -> None:
         self.kubectl("delete", "localqueue", name, "-n", self.namespace, "--ignore-not-found", "--wait=false")
@@ -133,6 +168,15 @@ class KueueJobs:
                 found: dict[str, Any] = item
                 return found
         return None
+
+    def deactivate(self, job: str, active: bool = False) -> None:
+        """Set the Job's Workload ``spec.active``: false has Kueue evict it (reason Deactivated) and stop the Job."""
+        workload = self.workload(job)
+        if workload is None:
+            raise AssertionError(f"Job {job} has no Workload")
+        patch = json.dumps({"spec": {"active": active}})
+        name = workload["metadata"]["name"]
+        self.kubectl("patch", "workloads.kueue.x-k8s.io", name, "-n", self.namespace, "--type=merge", "-p", patch)
 
     def pods(self, job: str) -> list[dict[str, Any]]:
         out = self._get("pods", "-n", self.namespace, "-l", f"batch.kubernetes.io/job-name={job}") or {}
