@@ -66,6 +66,12 @@ class Gangs(KueueJobs):
         found: dict[str, Any] = self.gang(job).get("status") or {}
         return found
 
+    def events(self, job: str, reason: str) -> list[dict[str, Any]]:
+        """The Events of ``reason`` on the Job ``job``."""
+        found = self._get("events", "-n", NS, "--field-selector", f"involvedObject.name={job},reason={reason}")
+        items: list[dict[str, Any]] = (found or {}).get("items") or []
+        return items
+
     def wait(self, what: str, predicate: Any, timeout: float = 60.0) -> Any:
         try:
             return wait_for(what, predicate, timeout=timeout, every=0.3)
@@ -267,8 +273,9 @@ def test_a_job_on_the_tas_flavor_is_left_to_kueue(gangs: Gangs) -> None:
         assert not _pinned_to(pod) and "gputopo.io/gpus" not in _annotations(pod)
         assert not _gated(pod, GATE) and not _gated(pod, TOPOLOGY_GATE)
     assert not status.get("ranks") and status.get("gpuCount", 0) == 0
-    if status["phase"] == "PlacedByKueue":
-        assert "Topology-Aware Scheduling" in status["message"]
+    # The gang may be Released already (kwok ends the pods once they run); the Event on the Job stays.
+    events = gangs.wait("the Job told it is placed by Kueue", lambda: gangs.events("tas", "GangPlacedByKueue"))
+    assert "Topology-Aware Scheduling" in events[0]["message"] and workload["metadata"]["name"] in events[0]["message"]
 
 
 def test_kill_9_while_admitted_gangs_are_gated_leaves_no_pod_gated_and_no_gpu_planned_twice(gangs: Gangs) -> None:

@@ -200,7 +200,7 @@ def _decide(
         return GangStep(actions, replace(rec, phase=Phase.RELEASED, message="every pod of the gang has ended"))
     if rec.phase == Phase.RELEASED:
         rec = replace(rec, ranks=())
-    if rec.ranks and not live and any(m.kueue_workload is not None for m in gang.members):
+    if rec.ranks and not live and _going_under_kueue(gang):
         return GangStep(actions, _stopped_by_kueue(gang, rec))
     if rec.ranks:
         faults, recheck = _faults(rec, view, config, now)
@@ -251,6 +251,14 @@ def _left_to_kueue(
         "gputopo plans no GPUs for it"
     )
     return GangStep(actions, replace(rec, phase=Phase.PLACED_BY_KUEUE, message=why, ranks=(), missing=()))
+
+
+def _going_under_kueue(gang: Gang) -> bool:
+    """A gang of a Kueue workload with a pod being deleted before it ended (with no live pod, every pod is going or
+    has ended; a gang whose pods only ended keeps its plan for ranks still to come)."""
+    return any(m.kueue_workload is not None for m in gang.members) and any(
+        m.deleting and m.phase not in ("Succeeded", "Failed") for m in gang.members
+    )
 
 
 def _stopped_by_kueue(gang: Gang, rec: GangRecord) -> GangRecord:

@@ -261,6 +261,14 @@ def test_a_kueue_workloads_plan_is_let_go_as_soon_as_kueue_stops_it() -> None:
     assert again.phase == "Planned" and again.generation == record.generation + 1 and len(again.ranks) == 2
 
 
+def test_a_kueue_workloads_rank_that_ended_before_the_next_arrives_keeps_the_plan_for_it() -> None:
+    admitted = dict(kueue_workload="jobset-train-1a2b")
+    record = recorded(run([gang(member(0, **admitted))], two_nodes()))
+    done = member(0, gates=(), node=record.plan[0].node, phase="Succeeded", **admitted)
+    held = run([gang(done)], two_nodes(), {KEY: record}, now=20)
+    assert not held.gang_actions and held.visible == {KEY: record.generation}
+
+
 def test_a_gang_not_of_kueue_keeps_its_plan_while_its_pods_are_made_again() -> None:
     record = recorded(run([gang(member(0), member(1))], two_nodes()))
     going = [member(r, node=f"n{r}", gates=(), deleting=True) for r in (0, 1)]
