@@ -21,7 +21,7 @@ from kueue_sandbox import kueue_sandbox
 
 from gputopo.api.group import GPU_RESOURCE
 from gputopo.sandbox.harness import OperatorProcess, namespaced_operator, wait_for
-from gputopo.sandbox.kueue_harness import HOLD_GATE, UNBINDABLE, KueueJobs, batch_job
+from gputopo.sandbox.kueue_harness import HOLD_GATE, UNBINDABLE, KueueJobs, batch_job, group_pod
 from gputopo.sandbox.kueue_queues import (
     GPU_NODE_LABELS,
     GPUTOPO_QUEUE,
@@ -59,7 +59,9 @@ class Gangs(KueueJobs):
         self.operator = operator
 
     def gang(self, job: str) -> dict[str, Any]:
-        found: dict[str, Any] | None = self._get("gangplacement", f"job-{job}", "-n", NS)
+        """The GangPlacement of the Job ``job`` (or of the gang named ``<source>-<name>``, with its slash)."""
+        name = job.replace("/", "-") if "/" in job else f"job-{job}"
+        found: dict[str, Any] | None = self._get("gangplacement", name, "-n", NS)
         return found or {}
 
     def status(self, job: str) -> dict[str, Any]:
@@ -298,3 +300,26 @@ def test_kill_9_while_admitted_gangs_are_gated_leaves_no_pod_gated_and_no_gpu_pl
             where = (status["ranks"][0]["node"], gpu)
             assert where not in taken, f"{where} planned for {taken.get(where)} and {name}"
             taken[where] = name
+
+
+def test_a_kueue_pod_group_waits_for_admission_unplanned_then_runs_where_gputopo_placed_it(gangs: Gangs) -> None:
+    gangs.create(group_pod("pg-0", "pg", 2, GPUTOPO_QUEUE, scheduling_gates=[GATE]))
+    # One pod of two: Kueue makes no Workload until the group is whole, and its admission gate holds the pod.
+    waiting = gangs.wait_phase("kueue/pg", "Pending")
+    assert "kueue.x-k8s.io/admission" in waiting["message"] and not waiting.get("ranks")
+    (first,) = gangs.group_pods("pg")
+    assert _gated(first, "kueue.x-k8s.io/admission") and _gated(first, GATE) and not _pinned_to(first)
+
+    gangs.create(group_pod("pg-1", "pg", 2, GPUTOPO_QUEUE, scheduling_gates=[GATE]))
+    status = gangs.wait_phase("kueue/pg", "Running")
+    assert status["gpuCount"] == 16 and sorted(r["rank"] for r in status["ranks"]) == [0, 1]
+    plan = {r["pod"]: r for r in status["ranks"]}
+    for pod in gangs.group_pods("pg"):
+        assert pod["spec"]["nodeName"] == plan[pod["metadata"]["name"]]["node"] == _pinned_to(pod)[0]
+        assert not pod["spec"].get("schedulingGates")
+
+    # Kueue stops the deactivated workload by deleting its pods: the plan is let go and nothing is left running.
+    gangs.set_active("pg", False)
+    released = gangs.wait_phase("kueue/pg", "Released", timeout=30)
+    assert released["gpuCount"] == 0 and not released.get("ranks")
+    gangs.wait("the group's pods gone", lambda: not gangs.group_pods("pg"))

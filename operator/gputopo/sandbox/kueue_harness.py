@@ -25,7 +25,7 @@ from gputopo.sandbox.kueue_queues import (
     local_queue,
 )
 
-__all__ = ["HOLD_GATE", "UNBINDABLE", "KueueJobs", "batch_job", "condition"]
+__all__ = ["HOLD_GATE", "UNBINDABLE", "KueueJobs", "batch_job", "condition", "group_pod"]
 
 Kubectl = Callable[..., str]
 
@@ -84,6 +84,26 @@ def batch_job(
             "backoffLimit": 0,
             "template": {"metadata": {"annotations": dict(pod_annotations or {})}, "spec": spec},
         },
+    }
+
+
+def group_pod(
+    name: str, group: str, total: int, queue: str, *, gpus: int = 8, scheduling_gates: Sequence[str] = ()
+) -> dict[str, Any]:
+    """A bare pod of Kueue's pod group ``group`` of ``total`` pods (sigs.k8s.io/kueue v0.17.0
+    ``pkg/controller/jobs/pod/constants``) for the LocalQueue ``queue``. Kueue's pod webhook gates it
+    (``kueue.x-k8s.io/admission``) until the group's Workload, named after the group, is admitted. No Job owns it, so
+    kwok keeps it Running once bound."""
+    job = batch_job(name, queue, gpus=gpus, scheduling_gates=scheduling_gates)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {QUEUE_LABEL: queue, "kueue.x-k8s.io/pod-group-name": group},
+            "annotations": {"kueue.x-k8s.io/pod-group-total-count": str(total)},
+        },
+        "spec": job["spec"]["template"]["spec"],
     }
 
 
@@ -174,9 +194,17 @@ class KueueJobs:
         workload = self.workload(job)
         if workload is None:
             raise AssertionError(f"Job {job} has no Workload")
+        self.set_active(workload["metadata"]["name"], active)
+
+    def set_active(self, workload: str, active: bool) -> None:
+        """Set the Workload's ``spec.active`` (a pod group's Workload is named after the group)."""
         patch = json.dumps({"spec": {"active": active}})
-        name = workload["metadata"]["name"]
-        self.kubectl("patch", "workloads.kueue.x-k8s.io", name, "-n", self.namespace, "--type=merge", "-p", patch)
+        self.kubectl("patch", "workloads.kueue.x-k8s.io", workload, "-n", self.namespace, "--type=merge", "-p", patch)
+
+    def group_pods(self, group: str) -> list[dict[str, Any]]:
+        """The pods of Kueue's pod group ``group`` that are not being deleted."""
+        out = self._get("pods", "-n", self.namespace, "-l", f"kueue.x-k8s.io/pod-group-name={group}") or {}
+        return [p for p in out.get("items") or [] if not p["metadata"].get("deletionTimestamp")]
 
     def pods(self, job: str) -> list[dict[str, Any]]:
         out = self._get("pods", "-n", self.namespace, "-l", f"batch.kubernetes.io/job-name={job}") or {}
