@@ -38,6 +38,7 @@ HOSTNAME = "kubernetes.io/hostname"
 NODES, GPUS_PER_NODE = 2, 8
 # Plenty of CPU and memory: GPUs are the only quota that binds in these tests.
 ROOMY = {"cpu": "64", "memory": "512Gi"}
+LINGER = "gputopo.io/test-linger"
 
 box = kueue_sandbox(NAME, nodes=NODES, profile="hgx-h100")
 
@@ -47,6 +48,8 @@ def operator(box: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -> It
     log_file = tmp_path_factory.mktemp("kueue-gangs") / "operator.log"
     # Steered pods that cannot bind (UNBINDABLE) keep their plan for the test's length.
     settings = {"GPUTOPO_UNSCHEDULABLE_TIMEOUT_SECONDS": "600"}
+    # A sandbox kept from an earlier run may still be deleting the namespace that run left.
+    box.kubectl("wait", "--for=delete", f"namespace/{NS}", "--timeout=120s", check=False)
     with namespaced_operator(box.kubectl, box.kubeconfig, log_file, NS, settings) as proc:
         yield proc
 
@@ -112,6 +115,12 @@ class Gangs(KueueJobs):
         return result
 
 
+def box_pods(gangs: Gangs, selector: str) -> list[dict[str, Any]]:
+    """The namespace's pods of ``selector``, those being deleted too."""
+    found: list[dict[str, Any]] = (gangs._get("pods", "-n", NS, "-l", selector) or {}).get("items") or []
+    return found
+
+
 def _annotations(pod: dict[str, Any]) -> dict[str, str]:
     found: dict[str, str] = pod["metadata"].get("annotations") or {}
     return found
@@ -145,6 +154,7 @@ def gangs(box: SandboxHandle, operator: OperatorProcess) -> Iterator[Gangs]:
     handle = Gangs(box, operator)
     handle.use_queues(GPUTOPO_QUEUE, TAS_QUEUE)
     yield handle
+    handle.release_pods(LINGER)
     handle.delete_all()
     box.kubectl("delete", "gangplacements", "--all", "-n", NS, "--wait=false", check=False)
     assert operator.running, operator.log_tail()
@@ -244,14 +254,23 @@ def test_kueue_preemption_across_queues_frees_the_gangs_gpus_and_its_preemptor_i
 
 
 def test_a_deactivated_workloads_gang_frees_its_gpus_at_once_and_is_placed_again_when_active(gangs: Gangs) -> None:
-    gangs.create(batch_job("paused", GPUTOPO_QUEUE, pods=2, gpus=8, scheduling_gates=[GATE], affinity=UNBINDABLE))
+    # A finalizer of the test's keeps each deleted pod terminating, as a real pod's grace period would.
+    job = batch_job(
+        "paused", GPUTOPO_QUEUE, pods=2, gpus=8, scheduling_gates=[GATE], affinity=UNBINDABLE, pod_finalizers=[LINGER]
+    )
+    gangs.create(job)
     gangs.wait_admitted("paused")
     planned = gangs.wait_planned("paused", 2)
     gangs.wait_steered("paused", 2)
     gangs.deactivate("paused")
-    released = gangs.wait_phase("paused", "Released")
+    released = gangs.wait_phase("paused", "Released", timeout=30)
     assert released["gpuCount"] == 0 and not released.get("ranks")
-    gangs.wait("the paused Job's pods gone", lambda: not gangs.pods("paused"))
+    assert "Kueue evicted or deactivated it" in released["message"]
+    # Let go while the evicted pods are still terminating, not once they are gone.
+    terminating = box_pods(gangs, "job-name=paused")
+    assert len(terminating) == 2 and all(p["metadata"].get("deletionTimestamp") for p in terminating)
+    gangs.release_pods(LINGER)
+    gangs.wait("the paused Job's pods gone", lambda: not box_pods(gangs, "job-name=paused"))
     gangs.deactivate("paused", active=True)
     gangs.wait_admitted("paused")
     again = gangs.wait_planned("paused", 2)

@@ -195,13 +195,13 @@ def _decide(
         why = "its size is not known yet (its owner is not read yet, or does not say)"
         return GangStep(actions, replace(rec, phase=Phase.PENDING, message=why))
     live = _live(gang)
+    if rec.ranks and rec.phase != Phase.RELEASED and not live and _going_under_kueue(gang):
+        return GangStep(actions, _stopped_by_kueue(gang, rec))
     if _ended(gang):
         # Where it ran stays on record; a Released record holds no GPUs.
         return GangStep(actions, replace(rec, phase=Phase.RELEASED, message="every pod of the gang has ended"))
     if rec.phase == Phase.RELEASED:
         rec = replace(rec, ranks=())
-    if rec.ranks and not live and _going_under_kueue(gang):
-        return GangStep(actions, _stopped_by_kueue(gang, rec))
     if rec.ranks:
         faults, recheck = _faults(rec, view, config, now)
         if faults:
@@ -254,11 +254,10 @@ def _left_to_kueue(
 
 
 def _going_under_kueue(gang: Gang) -> bool:
-    """A gang of a Kueue workload with a pod being deleted before it ended (with no live pod, every pod is going or
-    has ended; a gang whose pods only ended keeps its plan for ranks still to come)."""
-    return any(m.kueue_workload is not None for m in gang.members) and any(
-        m.deleting and m.phase not in ("Succeeded", "Failed") for m in gang.members
-    )
+    """A gang of a Kueue workload with a pod being deleted (with no live pod, every pod is going or has ended; a
+    gang whose pods only ended keeps its plan for ranks still to come). A deleted pod may read Failed already: the
+    pod garbage collector fails terminating pods that were never bound."""
+    return any(m.kueue_workload is not None for m in gang.members) and any(m.deleting for m in gang.members)
 
 
 def _stopped_by_kueue(gang: Gang, rec: GangRecord) -> GangRecord:

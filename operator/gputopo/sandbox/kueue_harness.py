@@ -52,10 +52,11 @@ def batch_job(
     pod_annotations: Mapping[str, str] | None = None,
     scheduling_gates: Sequence[str] = (),
     affinity: Mapping[str, Any] | None = None,
+    pod_finalizers: Sequence[str] = (),
 ) -> dict[str, Any]:
     """An Indexed batch/v1 Job of ``pods`` pods with ``gpus`` GPUs each, for Kueue's LocalQueue ``queue``, its pod
-    template with ``pod_annotations``, ``scheduling_gates`` and ``affinity``. Kueue's webhook creates it
-    suspended."""
+    template with ``pod_annotations``, ``scheduling_gates``, ``affinity`` and ``pod_finalizers`` (a pod deleted
+    stays, terminating, until its finalizers are removed: ``release_pods``). Kueue's webhook creates it suspended."""
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "containers": [
@@ -73,6 +74,9 @@ def batch_job(
         spec["schedulingGates"] = [{"name": gate} for gate in scheduling_gates]
     if affinity:
         spec["affinity"] = dict(affinity)
+    template_meta: dict[str, Any] = {"annotations": dict(pod_annotations or {})}
+    if pod_finalizers:
+        template_meta["finalizers"] = list(pod_finalizers)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -82,7 +86,7 @@ def batch_job(
             "completions": pods,
             "completionMode": "Indexed",
             "backoffLimit": 0,
-            "template": {"metadata": {"annotations": dict(pod_annotations or {})}, "spec": spec},
+            "template": {"metadata": template_meta, "spec": spec},
         },
     }
 
@@ -200,6 +204,17 @@ class KueueJobs:
         """Set the Workload's ``spec.active`` (a pod group's Workload is named after the group)."""
         patch = json.dumps({"spec": {"active": active}})
         self.kubectl("patch", "workloads.kueue.x-k8s.io", workload, "-n", self.namespace, "--type=merge", "-p", patch)
+
+    def release_pods(self, finalizer: str) -> None:
+        """Remove ``finalizer`` from every pod of the namespace that has it, so those deleted can go."""
+        for pod in (self._get("pods", "-n", self.namespace) or {}).get("items") or []:
+            finalizers = pod["metadata"].get("finalizers") or []
+            if finalizer in finalizers:
+                at = finalizers.index(finalizer)
+                patch = json.dumps([{"op": "test", "path": f"/metadata/finalizers/{at}", "value": finalizer},
+                                    {"op": "remove", "path": f"/metadata/finalizers/{at}"}])  # fmt: skip
+                name = pod["metadata"]["name"]
+                self.kubectl("patch", "pod", name, "-n", self.namespace, "--type=json", "-p", patch, check=False)
 
     def group_pods(self, group: str) -> list[dict[str, Any]]:
         """The pods of Kueue's pod group ``group`` that are not being deleted."""

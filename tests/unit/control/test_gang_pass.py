@@ -248,8 +248,12 @@ def test_a_kueue_workloads_plan_is_let_go_as_soon_as_kueue_stops_it() -> None:
     admitted = dict(kueue_workload="job-train-1a2b")
     record = recorded(run([gang(member(0, **admitted), member(1, **admitted))], two_nodes()))
     assert record.phase == "Planned" and len(record.ranks) == 2
-    # Kueue evicted the workload: its Job is suspended and the Job controller deletes both pods (still terminating).
-    going = [member(r, node=f"n{r}", gates=(), deleting=True, **admitted) for r in (0, 1)]
+    # Kueue evicted the workload: its Job is suspended and the Job controller deletes both pods (one still
+    # terminating on its node; one never bound, which the pod garbage collector marks Failed).
+    going = [
+        member(0, node="n0", gates=(), deleting=True, phase="Running", **admitted),
+        member(1, gates=(), deleting=True, phase="Failed", **admitted),
+    ]
     result = run([gang(*going)], two_nodes(), {KEY: record})
     released = recorded(result)
     assert released.phase == "Released" and released.ranks == ()
@@ -259,6 +263,14 @@ def test_a_kueue_workloads_plan_is_let_go_as_soon_as_kueue_stops_it() -> None:
     back = run([gang(member(0, **admitted), member(1, **admitted))], two_nodes(), {KEY: released})
     again = recorded(back)
     assert again.phase == "Planned" and again.generation == record.generation + 1 and len(again.ranks) == 2
+
+
+def test_a_kueue_workloads_unbound_pods_failed_as_they_are_deleted_let_the_plan_go_at_once() -> None:
+    admitted = dict(kueue_workload="job-train-1a2b")
+    record = recorded(run([gang(member(0, **admitted), member(1, **admitted))], two_nodes()))
+    going = [member(r, gates=(), deleting=True, phase="Failed", **admitted) for r in (0, 1)]
+    released = recorded(run([gang(*going)], two_nodes(), {KEY: record}))
+    assert released.phase == "Released" and released.ranks == () and "Kueue" in released.message
 
 
 def test_a_kueue_workloads_rank_that_ended_before_the_next_arrives_keeps_the_plan_for_it() -> None:
