@@ -53,6 +53,7 @@ class GangPhase(StrEnum):
     REFUSED = "Refused"  # the gang cannot be run as declared (the message names the field or annotation)
     RELEASED = "Released"  # its pods are gone or finished; the GPUs are free again
     PREEMPTED = "Preempted"  # a higher-priority gang preempted it: its pods evicted, it waits to be placed again
+    PLACED_BY_KUEUE = "PlacedByKueue"  # admitted on a Kueue flavor with a topology: Kueue's TAS places its pods
 
 
 class GangOwner(StatusModel):
@@ -139,7 +140,8 @@ class GangPlacementStatus(StatusModel):
             "Pending: seen, not planned yet; Planned: a plan holds its GPUs; Running: every rank runs as planned; "
             "Restarting: a fault under it, its pods evicted for the owner to recreate; Unplaceable: no placement "
             "meets its needs now; Refused: it cannot run as declared; Released: its pods are gone; Preempted: a "
-            "higher-priority gang preempted it, and it waits to be placed again."
+            "higher-priority gang preempted it, and it waits to be placed again; PlacedByKueue: Kueue admitted it on a "
+            "flavor with a topology, so Kueue's Topology-Aware Scheduling places its pods and gputopo plans none."
         ),
     )
     message: str = Field(default="", max_length=4096, description="Why the gang is in its phase, for people.")

@@ -47,6 +47,7 @@ class Phase:
     REFUSED = "Refused"
     RELEASED = "Released"
     PREEMPTED = "Preempted"
+    PLACED_BY_KUEUE = "PlacedByKueue"
 
 
 @dataclass
@@ -183,6 +184,9 @@ def _decide(
     actions: GangActions,
 ) -> GangStep:
     pin = pinner(view, config, now)
+    kueue = _left_to_kueue(gang, rec, bodies, actions)
+    if kueue is not None:
+        return kueue
     if gang.problems:
         message = "; ".join(gang.problems)
         return GangStep(actions, replace(rec, phase=Phase.REFUSED, message=message, ranks=(), missing=()))
@@ -191,6 +195,8 @@ def _decide(
         why = "its size is not known yet (its owner is not read yet, or does not say)"
         return GangStep(actions, replace(rec, phase=Phase.PENDING, message=why))
     live = _live(gang)
+    if rec.ranks and rec.phase != Phase.RELEASED and not live and _going_under_kueue(gang):
+        return GangStep(actions, _stopped_by_kueue(gang, rec))
     if _ended(gang):
         # Where it ran stays on record; a Released record holds no GPUs.
         return GangStep(actions, replace(rec, phase=Phase.RELEASED, message="every pod of the gang has ended"))
@@ -216,6 +222,56 @@ def _decide(
         return GangStep(actions, replace(rec, phase=Phase.PENDING, message=why))
     _steer(gang, rec, bodies, pin, actions)  # 0-GPU ranks go at once
     return GangStep(actions, rec, wants_ranks=declared.gpu_ranks)
+
+
+def _left_to_kueue(
+    gang: Gang, rec: GangRecord, bodies: Mapping[str, Mapping[str, Any]], actions: GangActions
+) -> GangStep | None:
+    """A gang Kueue admitted on a flavor with a topology: Kueue's Topology-Aware Scheduling places its pods. gputopo
+    lifts its own gate from each (marking the pod the gang's, so the record stays) and plans and holds nothing: no
+    node affinity, no GPU plan, no GPUs in the ledger. None for a gang that is not Kueue's to place."""
+    tas = [m for m in _live(gang).values() if m.placed_by_kueue]
+    if not tas:
+        return None
+    patches: list[PodPatch] = []
+    for member in tas:
+        body = bodies.get(member.uid)
+        if not member.gated or body is None:
+            continue
+        try:
+            ops = release_patch(body, gang.id)
+        except NotGatedError:
+            continue  # the body read says otherwise than the gates read: the next read decides
+        patches.append(PodPatch(member.pod, member.uid, tuple(ops)))
+    actions.patches = patches
+    workloads = sorted({m.kueue_workload for m in tas if m.kueue_workload})
+    named = f" (Workload {', '.join(workloads)})" if workloads else ""
+    why = (
+        f"Kueue admitted it on a flavor with a topology{named}: Kueue's Topology-Aware Scheduling places its pods, "
+        "gputopo plans no GPUs for it"
+    )
+    return GangStep(actions, replace(rec, phase=Phase.PLACED_BY_KUEUE, message=why, ranks=(), missing=()))
+
+
+def _going_under_kueue(gang: Gang) -> bool:
+    """A gang of a Kueue workload with a pod being deleted (with no live pod, every pod is going or has ended; a
+    gang whose pods only ended keeps its plan for ranks still to come). A deleted pod may read Failed already: the
+    pod garbage collector fails terminating pods that were never bound."""
+    return any(m.kueue_workload is not None for m in gang.members) and any(m.deleting for m in gang.members)
+
+
+def _stopped_by_kueue(gang: Gang, rec: GangRecord) -> GangRecord:
+    """A gang of a Kueue workload whose pods are all going while its plan holds GPUs: Kueue stopped the workload
+    (evicted it for a preemptor, or it was deactivated; its Job suspended deletes the pods), or its pods were
+    deleted. The plan is let go at once, not after the pods' grace periods; the pods made again when Kueue admits
+    it again are planned afresh."""
+    workloads = sorted({m.kueue_workload for m in gang.members if m.kueue_workload})
+    named = f" {', '.join(workloads)}" if workloads else ""
+    why = (
+        f"every pod of Kueue's workload{named} is going (Kueue evicted or deactivated it, or its pods were "
+        "deleted): its GPUs are let go; it is planned again when its pods come back"
+    )
+    return replace(rec, phase=Phase.RELEASED, message=why, ranks=(), missing=(), released_with=None)
 
 
 def _ended(gang: Gang) -> bool:
@@ -461,6 +517,7 @@ _ANNOUNCED: dict[str, tuple[Literal["Normal", "Warning"], str]] = {
     Phase.RELEASED: ("Warning", "GangIncomplete"),
     Phase.RESTARTING: ("Warning", "GangRestarting"),
     Phase.RUNNING: ("Normal", "GangRunning"),
+    Phase.PLACED_BY_KUEUE: ("Normal", "GangPlacedByKueue"),
 }
 
 

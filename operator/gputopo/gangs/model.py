@@ -124,6 +124,10 @@ class Member:
     unschedulable_since: datetime | None = None  # kube-scheduler's PodScheduled=False Unschedulable, since
     # The pod's node selector, required node affinity and tolerations: where its rank may be placed.
     constraints: PodConstraints = NO_CONSTRAINTS
+    # Kueue (gputopo.gangs.kueuemarks): the Workload whose admission let the pod run ("" unnamed; None: not
+    # Kueue's), and whether Kueue's Topology-Aware Scheduling places it (then gputopo never plans it).
+    kueue_workload: str | None = None
+    placed_by_kueue: bool = False
 
     @property
     def gone(self) -> bool:

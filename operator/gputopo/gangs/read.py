@@ -30,6 +30,7 @@ from gputopo.gangs.claims import (
     template_gpus,
     text,
 )
+from gputopo.gangs.kueuemarks import kueue_workload, placed_by_kueue
 from gputopo.gangs.model import GATE, NO_CONSTRAINTS, Declared, Gang, GangId, Member, Needs
 from gputopo.gangs.sources import DERIVED, EXPLICIT
 from gputopo.placement.template import TemplateError, pod_constraints
@@ -150,6 +151,8 @@ def _member(pod: Raw, rank: int, problems: list[str], owners: Owners) -> Member:
         generation=as_int(annotations.get(ANNOTATION_PLACEMENT_GENERATION)),
         constraints=constraints,
         unschedulable_since=_unschedulable_since(pod),
+        kueue_workload=kueue_workload(pod),
+        placed_by_kueue=placed_by_kueue(pod),
     )
 
 

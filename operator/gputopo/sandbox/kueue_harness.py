@@ -4,7 +4,10 @@ Jobs for a queue, and the Workloads Kueue makes of them, polled with deadlines.
 The sandbox's kwok ends a Job's pod as soon as it runs (kwokctl's fast ``pod-complete`` stage selects the pods a
 Job owns), so a Job whose pods bind finishes at once and gives its quota back. A Job that must hold its quota
 carries a scheduling gate of its own (``HOLD_GATE``): Kueue admits it and the Job controller makes its pods, which
-stay Pending, as pods do that wait for a placement.
+stay Pending, as pods do that wait for a placement. A Job whose pods gputopo must place and that must still hold
+its plan carries ``UNBINDABLE`` instead: gputopo plans and steers its pods (it reads only a pod's node
+constraints), and kube-scheduler never binds them, so they hold their plan's GPUs in gputopo's ledger until
+something ends them.
 """
 
 from __future__ import annotations
@@ -22,11 +25,22 @@ from gputopo.sandbox.kueue_queues import (
     local_queue,
 )
 
-__all__ = ["HOLD_GATE", "KueueJobs", "batch_job", "condition"]
+__all__ = ["HOLD_GATE", "UNBINDABLE", "KueueJobs", "batch_job", "condition", "group_pod"]
 
 Kubectl = Callable[..., str]
 
 HOLD_GATE = "gputopo.io/test-hold"
+# Required pod affinity to a pod that never exists: kube-scheduler binds no pod with it; gputopo still plans it.
+UNBINDABLE: dict[str, Any] = {
+    "podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "labelSelector": {"matchLabels": {"gputopo.io/test-never": "true"}},
+                "topologyKey": "kubernetes.io/hostname",
+            }
+        ]
+    }
+}
 
 
 def batch_job(
@@ -37,9 +51,12 @@ def batch_job(
     gpus: int = 8,
     pod_annotations: Mapping[str, str] | None = None,
     scheduling_gates: Sequence[str] = (),
+    affinity: Mapping[str, Any] | None = None,
+    pod_finalizers: Sequence[str] = (),
 ) -> dict[str, Any]:
     """An Indexed batch/v1 Job of ``pods`` pods with ``gpus`` GPUs each, for Kueue's LocalQueue ``queue``, its pod
-    template with ``pod_annotations`` and ``scheduling_gates``. Kueue's webhook creates it suspended."""
+    template with ``pod_annotations``, ``scheduling_gates``, ``affinity`` and ``pod_finalizers`` (a pod deleted
+    stays, terminating, until its finalizers are removed: ``release_pods``). Kueue's webhook creates it suspended."""
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "containers": [
@@ -55,6 +72,11 @@ def batch_job(
     }
     if scheduling_gates:
         spec["schedulingGates"] = [{"name": gate} for gate in scheduling_gates]
+    if affinity:
+        spec["affinity"] = dict(affinity)
+    template_meta: dict[str, Any] = {"annotations": dict(pod_annotations or {})}
+    if pod_finalizers:
+        template_meta["finalizers"] = list(pod_finalizers)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -64,8 +86,28 @@ def batch_job(
             "completions": pods,
             "completionMode": "Indexed",
             "backoffLimit": 0,
-            "template": {"metadata": {"annotations": dict(pod_annotations or {})}, "spec": spec},
+            "template": {"metadata": template_meta, "spec": spec},
         },
+    }
+
+
+def group_pod(
+    name: str, group: str, total: int, queue: str, *, gpus: int = 8, scheduling_gates: Sequence[str] = ()
+) -> dict[str, Any]:
+    """A bare pod of Kueue's pod group ``group`` of ``total`` pods (sigs.k8s.io/kueue v0.17.0
+    ``pkg/controller/jobs/pod/constants``) for the LocalQueue ``queue``. Kueue's pod webhook gates it
+    (``kueue.x-k8s.io/admission``) until the group's Workload, named after the group, is admitted. No Job owns it, so
+    kwok keeps it Running once bound."""
+    job = batch_job(name, queue, gpus=gpus, scheduling_gates=scheduling_gates)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {QUEUE_LABEL: queue, "kueue.x-k8s.io/pod-group-name": group},
+            "annotations": {"kueue.x-k8s.io/pod-group-total-count": str(total)},
+        },
+        "spec": job["spec"]["template"]["spec"],
     }
 
 
@@ -96,11 +138,22 @@ class KueueJobs:
     # -- queues ---------------------------------------------------------------------------------------------
 
     def create_queue(
-        self, name: str, quota: Mapping[str, str], *, flavor: str = GPUTOPO_QUEUE, timeout: float = 30.0
+        self,
+        name: str,
+        quota: Mapping[str, str],
+        *,
+        flavor: str = GPUTOPO_QUEUE,
+        cohort: str | None = None,
+        preemption: Mapping[str, str] | None = None,
+        timeout: float = 30.0,
     ) -> str:
-        """A ClusterQueue ``name`` of ``flavor`` with ``quota`` (resource -> nominal quota) and a LocalQueue of the
-        same name in this namespace for it; returns once Kueue calls the ClusterQueue Active."""
-        self._apply(cluster_queue(name, flavor, quota))
+        """A ClusterQueue ``name`` of ``flavor`` with ``quota`` (resource -> nominal quota), in ``cohort`` and with
+        ``preemption`` (its ``spec.preemption``: ``reclaimWithinCohort``, ``withinClusterQueue``) where given, and a
+        LocalQueue of the same name in this namespace for it; returns once Kueue calls the ClusterQueue Active."""
+        queue = cluster_queue(name, flavor, quota, cohort=cohort)
+        if preemption:
+            queue["spec"]["preemption"] = dict(preemption)
+        self._apply(queue)
         self._apply(local_queue(name, self.namespace, name))
         wait_for(
             f"ClusterQueue {name} active",
@@ -108,6 +161,12 @@ class KueueJobs:
             timeout=timeout,
         )
         return name
+
+    def use_queues(self, *names: str) -> None:
+        """LocalQueues in this namespace for the sandbox's ClusterQueues ``names`` (a LocalQueue is per namespace:
+        the sandbox makes its own only in ``default``)."""
+        for name in names:
+            self._apply(local_queue(name, self.namespace, name))
 
     def delete_queue(self, name: str) -> None:
         self.kubectl("delete", "localqueue", name, "-n", self.namespace, "--ignore-not-found", "--wait=false")
@@ -133,6 +192,34 @@ class KueueJobs:
                 found: dict[str, Any] = item
                 return found
         return None
+
+    def deactivate(self, job: str, active: bool = False) -> None:
+        """Set the Job's Workload ``spec.active``: false has Kueue evict it (reason Deactivated) and stop the Job."""
+        workload = self.workload(job)
+        if workload is None:
+            raise AssertionError(f"Job {job} has no Workload")
+        self.set_active(workload["metadata"]["name"], active)
+
+    def set_active(self, workload: str, active: bool) -> None:
+        """Set the Workload's ``spec.active`` (a pod group's Workload is named after the group)."""
+        patch = json.dumps({"spec": {"active": active}})
+        self.kubectl("patch", "workloads.kueue.x-k8s.io", workload, "-n", self.namespace, "--type=merge", "-p", patch)
+
+    def release_pods(self, finalizer: str) -> None:
+        """Remove ``finalizer`` from every pod of the namespace that has it, so those deleted can go."""
+        for pod in (self._get("pods", "-n", self.namespace) or {}).get("items") or []:
+            finalizers = pod["metadata"].get("finalizers") or []
+            if finalizer in finalizers:
+                at = finalizers.index(finalizer)
+                patch = json.dumps([{"op": "test", "path": f"/metadata/finalizers/{at}", "value": finalizer},
+                                    {"op": "remove", "path": f"/metadata/finalizers/{at}"}])  # fmt: skip
+                name = pod["metadata"]["name"]
+                self.kubectl("patch", "pod", name, "-n", self.namespace, "--type=json", "-p", patch, check=False)
+
+    def group_pods(self, group: str) -> list[dict[str, Any]]:
+        """The pods of Kueue's pod group ``group`` that are not being deleted."""
+        out = self._get("pods", "-n", self.namespace, "-l", f"kueue.x-k8s.io/pod-group-name={group}") or {}
+        return [p for p in out.get("items") or [] if not p["metadata"].get("deletionTimestamp")]
 
     def pods(self, job: str) -> list[dict[str, Any]]:
         out = self._get("pods", "-n", self.namespace, "-l", f"batch.kubernetes.io/job-name={job}") or {}

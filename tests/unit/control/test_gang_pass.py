@@ -224,6 +224,70 @@ def test_pods_held_by_another_schedulers_gate_are_left_alone() -> None:
     assert a.status is not None and "kueue.x-k8s.io/admission" in a.status["message"]
 
 
+def test_a_gang_kueue_places_by_topology_has_only_gputopos_gate_lifted_and_nothing_planned() -> None:
+    tas = dict(gates=("kueue.x-k8s.io/topology", GATE), kueue_workload="job-train-1a2b", placed_by_kueue=True)
+    result = run([gang(member(0, **tas), member(1, **tas), problems=("no tier kueue-rack here",))], two_nodes())
+    a = actions(result)
+    assert not result.gang_plans and result.queue_length == 0
+    assert sorted(p.name for p in a.patches) == ["train-0-x0", "train-1-x1"]
+    for patch in a.patches:
+        removed = [op for op in patch.ops if op["op"] == "remove"]
+        assert [op["path"] for op in removed] == ["/spec/schedulingGates/1"]  # gputopo's, not Kueue's
+        assert not any("affinity" in op["path"] or "gputopo.io~1gpus" in op["path"] for op in patch.ops)
+    record = recorded(result)
+    assert record.phase == "PlacedByKueue" and record.ranks == ()
+    assert "Topology-Aware Scheduling" in record.message and "job-train-1a2b" in record.message
+    assert any(e.reason == "GangPlacedByKueue" for _, e in a.events)
+    # Kueue lifts its gate and binds: the next pass still plans nothing and holds no GPUs.
+    bound = dict(kueue_workload="job-train-1a2b", placed_by_kueue=True, gates=())
+    again = run([gang(member(0, node="n0", **bound), member(1, node="n1", **bound))], two_nodes(), {KEY: record})
+    assert not again.gang_plans and not any(a.patches for a in again.gang_actions)
+
+
+def test_a_kueue_workloads_plan_is_let_go_as_soon_as_kueue_stops_it() -> None:
+    admitted = dict(kueue_workload="job-train-1a2b")
+    record = recorded(run([gang(member(0, **admitted), member(1, **admitted))], two_nodes()))
+    assert record.phase == "Planned" and len(record.ranks) == 2
+    # Kueue evicted the workload: its Job is suspended and the Job controller deletes both pods (one still
+    # terminating on its node; one never bound, which the pod garbage collector marks Failed).
+    going = [
+        member(0, node="n0", gates=(), deleting=True, phase="Running", **admitted),
+        member(1, gates=(), deleting=True, phase="Failed", **admitted),
+    ]
+    result = run([gang(*going)], two_nodes(), {KEY: record})
+    released = recorded(result)
+    assert released.phase == "Released" and released.ranks == ()
+    assert "Kueue evicted or deactivated it" in released.message
+    assert not any(e.reason == "GangIncomplete" for _, e in actions(result).events)
+    # Admitted again: the new pods are planned afresh.
+    back = run([gang(member(0, **admitted), member(1, **admitted))], two_nodes(), {KEY: released})
+    again = recorded(back)
+    assert again.phase == "Planned" and again.generation == record.generation + 1 and len(again.ranks) == 2
+
+
+def test_a_kueue_workloads_unbound_pods_failed_as_they_are_deleted_let_the_plan_go_at_once() -> None:
+    admitted = dict(kueue_workload="job-train-1a2b")
+    record = recorded(run([gang(member(0, **admitted), member(1, **admitted))], two_nodes()))
+    going = [member(r, gates=(), deleting=True, phase="Failed", **admitted) for r in (0, 1)]
+    released = recorded(run([gang(*going)], two_nodes(), {KEY: record}))
+    assert released.phase == "Released" and released.ranks == () and "Kueue" in released.message
+
+
+def test_a_kueue_workloads_rank_that_ended_before_the_next_arrives_keeps_the_plan_for_it() -> None:
+    admitted = dict(kueue_workload="jobset-train-1a2b")
+    record = recorded(run([gang(member(0, **admitted))], two_nodes()))
+    done = member(0, gates=(), node=record.plan[0].node, phase="Succeeded", **admitted)
+    held = run([gang(done)], two_nodes(), {KEY: record}, now=20)
+    assert not held.gang_actions and held.visible == {KEY: record.generation}
+
+
+def test_a_gang_not_of_kueue_keeps_its_plan_while_its_pods_are_made_again() -> None:
+    record = recorded(run([gang(member(0), member(1))], two_nodes()))
+    going = [member(r, node=f"n{r}", gates=(), deleting=True) for r in (0, 1)]
+    kept = recorded(run([gang(*going)], two_nodes(), {KEY: record}))
+    assert kept.ranks == record.ranks
+
+
 def test_a_zero_gpu_launcher_is_let_go_unpinned_and_only_workers_are_planned() -> None:
     launcher = member(0, gpus=0)
     result = run([gang(launcher, member(1), size=3, shape=(0, 8, 8))], two_nodes())

@@ -4,7 +4,8 @@ size. A pod's index is the label ``kueue.x-k8s.io/pod-group-pod-index`` (Kueue's
 label the annotation ``kueue.x-k8s.io/pod-group-pod-index-label`` names).
 
 Kueue holds the pods behind its own gates (``kueue.x-k8s.io/admission`` until the group is admitted, and
-``kueue.x-k8s.io/topology`` for TAS flavors): gputopo waits for them (``Member.held_elsewhere``).
+``kueue.x-k8s.io/topology`` for TAS flavors): gputopo waits for them (``Member.held_elsewhere``), and leaves the
+pods of a TAS flavor to Kueue (``gputopo.gangs.kueuemarks``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from gputopo.gangs.claims import (
     namespace_of,
     own_gpus,
 )
+from gputopo.gangs.kueuemarks import ADMISSION_GATE, TOPOLOGY_GATE
 from gputopo.gangs.model import Declared, GangId
 
 __all__ = [
@@ -42,8 +44,6 @@ GROUP_NAME_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
 TOTAL_COUNT_ANNOTATION: Final = "kueue.x-k8s.io/pod-group-total-count"
 POD_INDEX_LABEL: Final = "kueue.x-k8s.io/pod-group-pod-index"
 POD_INDEX_LABEL_ANNOTATION: Final = "kueue.x-k8s.io/pod-group-pod-index-label"
-ADMISSION_GATE: Final = "kueue.x-k8s.io/admission"
-TOPOLOGY_GATE: Final = "kueue.x-k8s.io/topology"
 
 
 def claim(pod: Raw, owners: Owners) -> Claim | None:
