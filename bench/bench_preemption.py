@@ -149,17 +149,21 @@ def decision_time(nodes: int = 10_000, decisions: int = 20, seed: int = 31) -> d
     rules = PreemptionRules(now=10_000.0)
     cold: list[float] = []
     warm: list[float] = []
+    cpu_cold: list[float] = []  # CPU time of this process: what the decision costs, whatever else runs
+    cpu_warm: list[float] = []
     victims: list[int] = []
     for d in range(decisions):
         wanted = Preemptor(Request(8, 8, name=f"preemptor-{d}", same_model=False), 5 + d % 3)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         index = RunningIndex(snapshot, running)
         plan = plan_preemption(index, wanted, rules=rules)
         cold.append(time.perf_counter() - t0)
+        cpu_cold.append(time.process_time() - c0)
         again = Preemptor(Request(8, 8, name=f"next-{d}", same_model=False), wanted.priority)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         plan_preemption(index, again, rules=rules)
         warm.append(time.perf_counter() - t0)
+        cpu_warm.append(time.process_time() - c0)
         assert isinstance(plan, PreemptionPlan), plan
         victims.append(len(plan.victims))
 
@@ -176,6 +180,10 @@ def decision_time(nodes: int = 10_000, decisions: int = 20, seed: int = 31) -> d
         "cold_p99_ms": ms(cold, 0.99),
         "warm_p50_ms": ms(warm, 0.5),
         "warm_p99_ms": ms(warm, 0.99),
+        "cpu_cold_p50_ms": ms(cpu_cold, 0.5),
+        "cpu_cold_p99_ms": ms(cpu_cold, 0.99),
+        "cpu_warm_p50_ms": ms(cpu_warm, 0.5),
+        "cpu_warm_p99_ms": ms(cpu_warm, 0.99),
         "mean_victims": statistics.fmean(victims),
         "load_average": load,
         "goal_p99_at_most_200ms_warm": ms(warm, 0.99) <= 200,
@@ -228,15 +236,18 @@ def _markdown(doc: dict[str, Any]) -> str:
         "",
         f"## Decision time: {d['preemptor']} preemptor, {d['nodes']} nodes, {d['running_gangs']} running gangs",
         "",
-        "| index | p50 ms | p99 ms |",
-        "|---|---|---|",
-        f"| cold (built for the decision) | {d['cold_p50_ms']} | {d['cold_p99_ms']} |",
-        f"| warm (a pass's later preemptor) | {d['warm_p50_ms']} | {d['warm_p99_ms']} |",
+        "| index | p50 ms | p99 ms | CPU p50 ms | CPU p99 ms |",
+        "|---|---|---|---|---|",
+        f"| cold (built for the decision) | {d['cold_p50_ms']} | {d['cold_p99_ms']} | "
+        f"{d.get('cpu_cold_p50_ms', '-')} | {d.get('cpu_cold_p99_ms', '-')} |",
+        f"| warm (a pass's later preemptor) | {d['warm_p50_ms']} | {d['warm_p99_ms']} | "
+        f"{d.get('cpu_warm_p50_ms', '-')} | {d.get('cpu_warm_p99_ms', '-')} |",
         "",
         f"Goal p99 <= 200 ms: warm **{'met' if d['goal_p99_at_most_200ms_warm'] else 'missed'}**, "
         f"cold **{'met' if d['goal_p99_at_most_200ms_cold'] else 'missed'}**; {d['mean_victims']:.1f} victims "
         f"per decision on average. Host load average (1, 5, 15 min) when the timing started: "
-        f"{d.get('load_average', 'not recorded')}.",
+        f"{d.get('load_average', 'not recorded')}; the goal is judged on wall time, the CPU columns (this process's "
+        "CPU time) show what a decision costs when other work shares the cores.",
     ]
     return "\n".join(lines) + "\n"
 
