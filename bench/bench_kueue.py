@@ -34,6 +34,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kubernetes import client as k8s
+
 from floor import Replayer, gang_writes
 from gang_trace import BASELINE_LABEL, baseline_pods, make_trace, training_jobs
 from gputopo.api.group import LABEL_JOB
@@ -104,7 +106,11 @@ def _clear_pods(on: TraceRun, namespace: str) -> None:
     )
     for pod in on.core.list_namespaced_pod(namespace).items:
         if pod.metadata.finalizers:
-            on.core.patch_namespaced_pod(pod.metadata.name, namespace, {"metadata": {"finalizers": None}})
+            try:
+                on.core.patch_namespaced_pod(pod.metadata.name, namespace, {"metadata": {"finalizers": None}})
+            except k8s.ApiException as error:
+                if error.status != 404:  # gone meanwhile
+                    raise
     wait_no_pods(on.box, on.core, namespace, lambda: reported_in(on.custom, namespace))
 
 
