@@ -37,7 +37,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from floor import Replayer, gang_writes
-from gang_trace import BASELINE_LABEL, baseline_pods, make_trace, training_jobs
+from gang_trace import BASELINE_LABEL, Job, baseline_pods, make_trace, training_jobs
 from gputopo.api.group import LABEL_JOB
 from gputopo.sandbox import Sandbox
 from gputopo.sandbox.kueue_install import KUEUE_VERSION
@@ -186,12 +186,27 @@ def _sides(text: str) -> list[str]:
     return sides
 
 
+def render(name: str) -> int:
+    """The Markdown and plot of ``bench/reports/<name>.json`` written again, its summary made anew from its
+    sides (the figures a run measured stay as they are)."""
+    report = json.loads((REPORTS / f"{name}.json").read_text())
+    trace = [Job(j["name"], j["workers"], j["gpusPerWorker"]) for j in report["trace"]]
+    report["summary"] = summarise(report["sides"], trace)
+    if plot(report, REPORTS / f"{name}.png"):
+        report["plot"] = f"{name}.png"
+    write_report(name, report, markdown(report))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(parser, "bench-kueue")
     parser.add_argument("--sides", default=",".join(SIDES), help="which of " + ", ".join(SIDES))
     parser.add_argument("--out", default="kueue", help="report name under bench/reports/")
+    parser.add_argument("--render", action="store_true", help="write the report again from its JSON, run nothing")
     args = parser.parse_args()
+    if args.render:
+        return render(args.out)
     sides = _sides(args.sides)
 
     trace = make_trace(args.jobs, args.seed)

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gang_trace import Job
-from reporting import fmt, mean, pyplot, stats, step_running
+from gang_trace import SIZES, Job
+from reporting import fmt, mean, median, pyplot, stats, step_running
 
 __all__ = [
     "FLOOR",
@@ -78,8 +78,26 @@ def summarise(sides: Mapping[str, Mapping[str, Any]], trace: Sequence[Job]) -> d
             GPUTOPO: mean([sides[GPUTOPO]["jobs"][j.name]["busbw_gbps"] for j in both]),
             TAS: mean([sides[TAS]["jobs"][j.name]["busbw_gbps"] for j in both]),
         }
+    summary["by_size"] = _by_size(sides, trace)
     summary["goals"] = [g.__dict__ for g in goals(summary)]
     return summary
+
+
+def _by_size(sides: Mapping[str, Mapping[str, Any]], trace: Sequence[Job]) -> dict[str, Any]:
+    """Per job size, on each side: the jobs Running, their p50 time to Running and mean bus bandwidth."""
+    out: dict[str, Any] = {}
+    for shape in SIZES:
+        jobs = [j for j in trace if (j.workers, j.gpus_per_worker) == shape]
+        entry: dict[str, Any] = {"jobs": len(jobs)}
+        for side in (s for s in SIDES if s in sides):
+            rows = [sides[side]["jobs"][j.name] for j in jobs if sides[side]["jobs"][j.name]["running"]]
+            entry[side] = {
+                "running": len(rows),
+                "s_p50": median([r["seconds"] for r in rows]),
+                "busbw_mean_gbps": mean([r["busbw_gbps"] for r in rows]),
+            }
+        out[f"{shape[0]}x{shape[1]}"] = entry
+    return out
 
 
 @dataclass(frozen=True)
@@ -208,6 +226,12 @@ def markdown(report: Mapping[str, Any]) -> str:
     ]
     for goal in summary["goals"]:
         out.append(f"- {goal['text']}: **{'met' if goal['met'] else 'missed'}**, {goal['figure']}.")
+    run = [s for s in SIDES if s in summary["sides"]]
+    out += ["", "By job size: jobs Running, p50 time to Running (s), mean bus bandwidth (GB/s):", ""]
+    out += ["| size | jobs | " + " | ".join(run) + " |", "|---|---:|" + "---:|" * len(run)]
+    for size, entry in summary["by_size"].items():
+        cells = [f"{e['running']}, {fmt(e['s_p50'])} s, {fmt(e['busbw_mean_gbps'])}" for e in (entry[s] for s in run)]
+        out.append(f"| {size} | {entry['jobs']} | " + " | ".join(cells) + " |")
     out += ["", "CPU seconds per component while each side ran (this sandbox's processes only):", ""]
     out += [*_cpu_table(report), ""]
     out += ["API writes by verb and resource (`apiserver_request_total`, all clients, while each side ran):", ""]

@@ -68,6 +68,8 @@ def test_the_goals_are_judged_on_the_sides_figures() -> None:
     # Bus bandwidth only on multi-node jobs Running on both: the 2x8 (140 against 100).
     assert summary["multi_node_both"] == {"jobs": 1, GPUTOPO: 140.0, TAS: 100.0}
     assert summary["sides"][GPUTOPO]["busbw_multi_node_mean_gbps"] == 95.0
+    assert summary["by_size"]["4x8"][TAS] == {"running": 0, "s_p50": None, "busbw_mean_gbps": None}
+    assert summary["by_size"]["2x8"][GPUTOPO] == {"running": 1, "s_p50": 1.5, "busbw_mean_gbps": 140.0}
     assert _met(summary) == {
         "sooner than Kueue TAS": True,  # p50 1.5 < 2.5 (TAS ran two jobs), whole 2.0 < 3.0
         "bus bandwidth against Kueue TAS": True,  # 1.4x
