@@ -35,7 +35,7 @@ from gangs_report import KUBE, PODGROUP, TRAININGJOB, markdown, plot, summarise
 from gputopo.sandbox import Sandbox
 from podgroup_run import PODGROUPS, Way, gang_placement_busbw, podgroup_gangs, run_way, trainingjob_busbw
 from real_gpus import read_cluster, reported_in
-from reporting import REPORTS, report_head, write_report
+from reporting import report_head, write_plotted_report
 from sandbox_run import TraceRun, add_run_arguments, logger, operator_running, run_config, wait_no_pods
 
 log = logger("bench-gangs")
@@ -134,10 +134,7 @@ def main() -> int:
         "ways": ways,
     }
     report["bench_wall_s"] = time.monotonic() - started
-    REPORTS.mkdir(exist_ok=True)
-    if plot(report, REPORTS / "gangs.png"):
-        report["plot"] = "gangs.png"
-    write_report("gangs", report, markdown(report))
+    write_plotted_report("gangs", report, plot, markdown)
     return 0
 
 

@@ -46,7 +46,7 @@ from kueue_report import FLOOR, GPUTOPO, KUBE, SIDES, TAS, UNDER_KUEUE, markdown
 from kueue_trace import queued_training_jobs, tas_pod_groups
 from podgroup_run import Way, run_way, trainingjob_busbw
 from real_gpus import read_cluster, reported_in
-from reporting import REPORTS, report_head, write_report
+from reporting import REPORTS, report_head, write_plotted_report
 from sandbox_run import (
     TraceRun,
     add_run_arguments,
@@ -192,9 +192,7 @@ def render(name: str) -> int:
     report = json.loads((REPORTS / f"{name}.json").read_text())
     trace = [Job(j["name"], j["workers"], j["gpusPerWorker"]) for j in report["trace"]]
     report["summary"] = summarise(report["sides"], trace)
-    if plot(report, REPORTS / f"{name}.png"):
-        report["plot"] = f"{name}.png"
-    write_report(name, report, markdown(report))
+    write_plotted_report(name, report, plot, markdown)
     return 0
 
 
@@ -236,10 +234,7 @@ def main() -> int:
     }
     report["bench_wall_s"] = time.monotonic() - started
     report["host_load"] = {"before": list(load_before), "after": list(os.getloadavg())}
-    REPORTS.mkdir(exist_ok=True)
-    if plot(report, REPORTS / f"{args.out}.png"):
-        report["plot"] = f"{args.out}.png"
-    write_report(args.out, report, markdown(report))
+    write_plotted_report(args.out, report, plot, markdown)
     return 0
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gang_trace import SIZES, Job
-from reporting import fmt, mean, median, pyplot, stats, step_running
+from reporting import fmt, mean, median, plot_running, stats
 
 __all__ = [
     "FLOOR",
@@ -245,16 +245,5 @@ def markdown(report: Mapping[str, Any]) -> str:
 
 
 def plot(report: Mapping[str, Any], path: Path) -> bool:
-    plt = pyplot()
-    if plt is None:
-        return False
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    for side in SIDES:
-        if side in report["sides"]:
-            step_running(ax, report["sides"][side]["jobs"], side, COLOURS[side])
-    ax.set_title(f"{report['config']['jobs']} jobs, {report['nodes']} nodes, beside Kueue")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    title = f"{report['config']['jobs']} jobs, {report['nodes']} nodes, beside Kueue"
+    return plot_running(report["sides"], COLOURS, title, path)
