@@ -65,7 +65,7 @@ from floor import FLOOR_SIDES
 from gang_trace import Job, make_trace
 from gputopo.sandbox import Sandbox
 from real_gpus import read_cluster
-from reporting import REPORTS, report_head, write_report
+from reporting import report_head, write_plotted_report
 from sandbox_run import TraceRun, add_run_arguments, log_problems, run_config, start_operator
 
 GOAL_RATIO = 1.5
@@ -152,10 +152,7 @@ def main() -> int:
         report["before"] = {
             k: v for k, v in json.loads(Path(args.before).read_text()).items() if k in ("command", "code", "results")
         }
-    REPORTS.mkdir(exist_ok=True)
-    if plot(report, REPORTS / f"{args.out}.png"):
-        report["plot"] = f"{args.out}.png"
-    write_report(args.out, report, markdown(report))
+    write_plotted_report(args.out, report, plot, markdown)
     return 0
 
 

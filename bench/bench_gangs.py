@@ -33,19 +33,10 @@ from typing import Any
 from gang_trace import BASELINE_LABEL, make_trace, manifest
 from gangs_report import KUBE, PODGROUP, TRAININGJOB, markdown, plot, summarise
 from gputopo.sandbox import Sandbox
-from podgroup_run import PODGROUPS, Way, gang_placement_busbw, podgroup_gangs, run_way
+from podgroup_run import PODGROUPS, Way, gang_placement_busbw, podgroup_gangs, run_way, trainingjob_busbw
 from real_gpus import read_cluster, reported_in
-from reporting import REPORTS, report_head, write_report
-from sandbox_run import (
-    TraceRun,
-    add_run_arguments,
-    log_problems,
-    logger,
-    run_config,
-    start_operator,
-    training_job_items,
-    wait_no_pods,
-)
+from reporting import report_head, write_plotted_report
+from sandbox_run import TraceRun, add_run_arguments, logger, operator_running, run_config, wait_no_pods
 
 log = logger("bench-gangs")
 
@@ -69,30 +60,15 @@ NOTES = [
 ]
 
 
-def _trainingjob_busbw(custom: Any, namespace: str) -> dict[str, float]:
-    found: dict[str, float] = {}
-    for item in training_job_items(custom, namespace):
-        placement = (item.get("status") or {}).get("placement") or {}
-        if placement.get("estimatedBusBandwidthGBps") is not None:
-            found[item["metadata"]["name"]] = float(placement["estimatedBusBandwidthGBps"])
-    return found
-
-
 def _clear(on: TraceRun, namespace: str) -> None:
     wait_no_pods(on.box, on.core, namespace, lambda: reported_in(on.custom, namespace))
     on.box.kubectl("delete", PODGROUPS, "--all", "-n", namespace, "--wait=false", check=False)
 
 
 def _with_operator(on: TraceRun, way: Way) -> dict[str, Any]:
-    pid, loop_s, log_file, offset = start_operator(on.box, way.namespace, "bench-gangs")
-    log(f"operator pid {pid}: control loop up after {loop_s:.1f} s")
-    try:
+    with operator_running(on.box, way.namespace, "bench-gangs", log) as operator:
         result = run_way(way, on, log)
-    finally:
-        on.box.stop_operator()
-    result["operator_log"] = log_problems(log_file, offset)
-    result["control_loop_up_s"] = loop_s
-    return result
+    return result | operator
 
 
 def run_ways(args: argparse.Namespace, on: TraceRun) -> dict[str, dict[str, Any]]:
@@ -121,7 +97,7 @@ def run_ways(args: argparse.Namespace, on: TraceRun) -> dict[str, dict[str, Any]
             ns,
             jobs,
             selector,
-            lambda: _trainingjob_busbw(custom, NAMESPACES[TRAININGJOB]),
+            lambda: trainingjob_busbw(custom, NAMESPACES[TRAININGJOB]),
             owner_jobs=True,
         ),
     )
@@ -158,10 +134,7 @@ def main() -> int:
         "ways": ways,
     }
     report["bench_wall_s"] = time.monotonic() - started
-    REPORTS.mkdir(exist_ok=True)
-    if plot(report, REPORTS / "gangs.png"):
-        report["plot"] = "gangs.png"
-    write_report("gangs", report, markdown(report))
+    write_plotted_report("gangs", report, plot, markdown)
     return 0
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gang_trace import SIZES, Job
-from reporting import fmt, mean, median, pyplot, stats, step_running
+from reporting import fmt, mean, median, plot_running, stats
 
 __all__ = ["GOAL_BUSBW", "GOAL_TIME", "KUBE", "PODGROUP", "TRAININGJOB", "WAYS", "markdown", "plot", "summarise"]
 
@@ -164,16 +164,5 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def plot(report: dict[str, Any], path: Path) -> bool:
-    plt = pyplot()
-    if plt is None:
-        return False
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    for w in WAYS:
-        if w in report["ways"]:
-            step_running(ax, report["ways"][w]["jobs"], w, COLOURS[w])
-    ax.set_title(f"{report['config']['jobs']} jobs, {report['nodes']} nodes")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    title = f"{report['config']['jobs']} jobs, {report['nodes']} nodes"
+    return plot_running(report["ways"], COLOURS, title, path)

@@ -20,10 +20,18 @@ from gang_trace import BASELINE_LABEL, Job
 from gputopo.api.group import GPU_RESOURCE, LABEL_RANK
 from gputopo.gangs.model import GATE
 from real_gpus import device_plugin_gpus, gang_busbw, pods_by_node, read_cluster, wait_reported
-from sandbox_run import TraceRun, submit_and_settle
+from sandbox_run import TraceRun, submit_and_settle, training_job_items
 from stamps import JobStamps, PodStamps, Stamper
 
-__all__ = ["PODGROUPS", "Way", "gang_placement_busbw", "idle_in_partial_gangs", "podgroup_gangs", "run_way"]
+__all__ = [
+    "PODGROUPS",
+    "Way",
+    "gang_placement_busbw",
+    "idle_in_partial_gangs",
+    "podgroup_gangs",
+    "run_way",
+    "trainingjob_busbw",
+]
 
 PODGROUPS = "podgroups.v1beta1.scheduling.k8s.io"
 
@@ -74,6 +82,16 @@ def gang_placement_busbw(custom: Any, namespace: str) -> dict[str, float]:
         status = item.get("status") or {}
         if status.get("estimatedBusBandwidthGBps") is not None:
             found[str((item.get("spec") or {}).get("gang"))] = float(status["estimatedBusBandwidthGBps"])
+    return found
+
+
+def trainingjob_busbw(custom: Any, namespace: str) -> dict[str, float]:
+    """TrainingJob name -> the bus bandwidth gputopo's placement of it estimates (its status)."""
+    found: dict[str, float] = {}
+    for item in training_job_items(custom, namespace):
+        placement = (item.get("status") or {}).get("placement") or {}
+        if placement.get("estimatedBusBandwidthGBps") is not None:
+            found[item["metadata"]["name"]] = float(placement["estimatedBusBandwidthGBps"])
     return found
 
 

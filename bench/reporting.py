@@ -8,7 +8,7 @@ import json
 import os
 import statistics
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +18,12 @@ __all__ = [
     "mean",
     "median",
     "percentile",
+    "plot_running",
     "pyplot",
     "report_head",
     "stats",
     "step_running",
+    "write_plotted_report",
     "write_report",
 ]
 
@@ -42,6 +44,20 @@ def write_report(name: str, report: Mapping[str, Any], text: str) -> None:
     (REPORTS / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
     (REPORTS / f"{name}.md").write_text(text)
     print(text)
+
+
+def write_plotted_report(
+    name: str,
+    report: dict[str, Any],
+    plot: Callable[[dict[str, Any], Path], bool],
+    markdown: Callable[[dict[str, Any]], str],
+) -> None:
+    """The report's plot ``<name>.png`` where one can be drawn (then named in ``report["plot"]``), and its JSON
+    and Markdown (``write_report``)."""
+    REPORTS.mkdir(exist_ok=True)
+    if plot(report, REPORTS / f"{name}.png"):
+        report["plot"] = f"{name}.png"
+    write_report(name, report, markdown(report))
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -87,3 +103,21 @@ def step_running(ax: Any, jobs: Mapping[str, Mapping[str, Any]], label: str, col
     ax.step([0.0, *times], list(range(len(times) + 1)), where="post", label=label, color=color)
     ax.set_xlabel("seconds since submission")
     ax.set_ylabel("jobs with every pod Running")
+
+
+def plot_running(sides: Mapping[str, Mapping[str, Any]], colours: Mapping[str, str], title: str, path: Path) -> bool:
+    """Jobs Running over time, one step line per side (``sides``: side -> its result with ``jobs`` rows), in the
+    order and colours of ``colours``; False where matplotlib is not installed."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    for side, colour in colours.items():
+        if side in sides:
+            step_running(ax, sides[side]["jobs"], side, colour)
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

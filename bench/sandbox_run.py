@@ -8,7 +8,8 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ __all__ = [
     "clients",
     "log_problems",
     "logger",
+    "operator_running",
     "run_config",
     "settle",
     "start_operator",
@@ -185,6 +187,22 @@ def start_operator(
     )
     pid = int((box.dir / "pids" / "operator.pid").read_text().strip())
     return pid, wait_control_loop(log_file, offset), log_file, offset
+
+
+@contextmanager
+def operator_running(
+    box: Sandbox, namespace: str, identity: str, log: Callable[[str], None]
+) -> Iterator[dict[str, Any]]:
+    """The operator (``start_operator``) for the block's length, stopped after it whatever happens. Yields the
+    figures a side reports of it: ``control_loop_up_s`` at once, ``operator_log`` (its problems) once stopped."""
+    pid, loop_s, log_file, offset = start_operator(box, namespace, identity)
+    log(f"operator pid {pid}: control loop up after {loop_s:.1f} s")
+    facts: dict[str, Any] = {"control_loop_up_s": loop_s}
+    try:
+        yield facts
+    finally:
+        box.stop_operator()
+        facts["operator_log"] = log_problems(log_file, offset)
 
 
 def log_problems(log_file: Path, offset: int) -> dict[str, Any]:
