@@ -316,3 +316,16 @@ def test_bandwidth_does_not_buy_much_more_work() -> None:
     )
     plan = _plan(plan_preemption(snap, preemptor(1, 8), gangs, NOW))
     assert _names(plan) == ["on-pairs"] and plan.cost.work_lost_gpu_s == 480
+
+
+def test_in_an_nvlink_rack_one_wide_gang_before_four_narrow_ones() -> None:
+    """A full rack: one four-tray gang 100 s old (1,600 GPU-s) and fourteen one-tray gangs 200 s old (800 each). A
+    four-tray preemptor needs six trays freed (the rack's trays in use count against its cap of 16). Per tray
+    the wide gang looks dearest (its whole work charged to each of its trays), so a node-by-node choice ends six
+    narrow gangs (4,800 GPU-s); gang by gang, the wide one frees four trays and two narrow ones the rest (3,200)."""
+    base = rack_snapshot(*racks(1))
+    wide = gang("wide").on_each([f"r0-t{t:02d}" for t in range(4)], 0, 1, 2, 3).started(NOW.now - 100)
+    narrow = [gang(f"narrow-{t:02d}").on(f"r0-t{t:02d}", 0, 1, 2, 3).started(NOW.now - 200) for t in range(4, 18)]
+    snap, gangs = running(base, wide, *narrow)
+    plan = _plan(plan_preemption(snap, preemptor(4, 4), gangs, NOW))
+    assert _names(plan) == ["narrow-04", "narrow-05", "wide"] and plan.cost.work_lost_gpu_s == 3_200

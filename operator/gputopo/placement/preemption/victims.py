@@ -239,10 +239,27 @@ class _Search:
         priority, then least work per slot), until the domain has slots for every worker and the engine places
         the gang; the minimality pass then keeps only the victims it needs (``minimal``), dearest dropped first,
         or smallest first when dearest first leaves more than the victim budget.
+
+        In a multi-node NVLink domain the victims are also taken one gang at a time, cheapest per GPU it frees
+        in the domain first, and the cheaper set of the two is kept: there a gang over several trays frees
+        them all at once, and the engine counts the trays in use against the domain's cap, so which nodes free
+        slots says less than which gangs end (per node, a four-tray gang's whole work is charged to each tray).
         """
+        found = self._cleared(domain, self._by_node(domain))
+        if not any(self.snapshot.nvlink_domains[i] for i in domain.nodes):
+            return found
+        other = self._cleared(domain, self._by_gang(domain))
+        if other is not None and (found is None or self._dearness(other[0]) < self._dearness(found[0])):
+            return other
+        return found
+
+    def _dearness(self, chosen: tuple[int, ...]) -> tuple[int, float]:
+        """The first two fields of the cost: the highest victim priority, the work lost."""
+        return max((self.victims[k].priority for k in chosen), default=_NO_VICTIM), sum(self.work[k] for k in chosen)
+
+    def _by_node(self, domain: Domain) -> list[list[int]]:
+        """The domain's victims in groups of a node's, nodes cheapest per slot gained first."""
         g = self.request.gpus_per_worker
-        freed: dict[int, int] = {}
-        slots = sum(self.passes.get(i, 0) // g for i in domain.nodes)
         ranked = []
         for i in domain.nodes:
             here = self.here(i)
@@ -255,14 +272,30 @@ class _Search:
             work = sum(self.work[k] for k, _ in here)
             ranked.append((highest, work / gain, self.snapshot.nodes[i].name, i))
         ranked.sort()
+        return [[k for k, _ in self.here(i)] for _, _, _, i in ranked]
+
+    def _by_gang(self, domain: Domain) -> list[list[int]]:
+        """The domain's victims one gang at a time: lowest priority, then least work per GPU freed in it."""
+        freed: dict[int, int] = {}
+        for i in domain.nodes:
+            for k, gpus in self.here(i):
+                freed[k] = freed.get(k, 0) + len(gpus)
+        order = sorted(freed, key=lambda k: (self.victims[k].priority, self.work[k] / freed[k], self.victims[k].name))
+        return [[k] for k in order]
+
+    def _cleared(self, domain: Domain, groups: list[list[int]]) -> tuple[tuple[int, ...], Placement] | None:
+        """Greedy over ``groups`` in order until the engine places the gang, then minimal (see ``clear``)."""
+        g = self.request.gpus_per_worker
+        freed: dict[int, int] = {}
+        slots = sum(self.passes.get(i, 0) // g for i in domain.nodes)
         chosen: list[int] = []
         picked: set[int] = set()
         placement = self.places(domain, chosen) if slots >= self.request.workers else None
         members = set(domain.nodes)
-        for _, _, _, i in ranked:
+        for group in groups:
             if placement is not None:
                 break
-            for k, _ in self.here(i):
+            for k in group:
                 if k in picked:
                     continue
                 picked.add(k)
