@@ -73,7 +73,7 @@ class GangRecord:
     nomination: NominationStatus | None = None  # GPUs held for the gang while its victims terminate
     preemption: PreemptionStatus | None = None  # how it was preempted, if it was
     pods_gone_at: datetime | None = None  # since when no pod of the gang is left
-    owned: bool = False  # it has ownerReferences: the garbage collector deletes it, never the operator
+    owned: bool = False  # it has an owner (ownerReferences, spec.owner): the garbage collector deletes it
     resource_version: str = ""  # as read: a deletion is refused when the record changed since
 
     @property
