@@ -77,13 +77,15 @@ def test_nic_roles_and_the_host_route_table() -> None:
 
 def test_every_operator_setting_the_chart_writes_is_one_the_operator_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     """A misspelt key would be ignored by the operator (its settings ignore unknown variables), silently."""
-    data = find(render("--set", "operator.config.placementsPerPass=16"), "ConfigMap", OPERATOR)["data"]
+    values = ("--set", "operator.config.placementsPerPass=16", "--set", "gangs.recordRetentionSeconds=45")
+    data = find(render(*values), "ConfigMap", OPERATOR)["data"]
     known = {f"GPUTOPO_{name.upper()}" for name in OperatorSettings.model_fields}
     assert set(data) <= known, set(data) - known
     for key, value in data.items():
         monkeypatch.setenv(key, value)
     settings = OperatorSettings()
     assert settings.placements_per_pass == 16 and settings.api_concurrency == 32
+    assert settings.gang_record_retention_seconds == 45
 
 
 def _operator_rules(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -172,6 +172,37 @@ def test_a_gang_placement_record_is_created_once_and_its_status_written_whole(
     run(sandbox, lambda c: c.delete_gang_placement(namespace, "jobset-js"))  # gone already: no error
 
 
+def test_a_gang_placement_is_deleted_only_as_it_was_read(sandbox: SandboxHandle, namespace: str) -> None:
+    body = {"metadata": {"name": "gputopo-bare", "namespace": namespace}, "spec": {"source": "gputopo", "gang": "bare"}}
+
+    def read() -> tuple[str, str]:
+        meta = sandbox.get_json("gangplacements.gputopo.io", "-n", namespace, "gputopo-bare")["metadata"]
+        return meta["uid"], meta["resourceVersion"]
+
+    assert run(sandbox, lambda c: c.create_gang_placement(body)) is True
+    uid, version = read()
+    run(sandbox, lambda c: c.write_gang_placement_status(namespace, "gputopo-bare", {"phase": "Released"}))
+    # written since it was read: kept
+    stale = run(
+        sandbox, lambda c: c.delete_gang_placement(namespace, "gputopo-bare", uid=uid, resource_version=version)
+    )
+    assert stale == "changed" and read()[0] == uid
+    # another record made under the same name: kept
+    run(sandbox, lambda c: c.delete_gang_placement(namespace, "gputopo-bare"))
+    assert run(sandbox, lambda c: c.create_gang_placement(body)) is True
+    again, version = read()
+    assert again != uid
+    assert run(sandbox, lambda c: c.delete_gang_placement(namespace, "gputopo-bare", uid=uid)) == "changed"
+    assert read()[0] == again
+    # the very record read: deleted; then there is none
+    deleted = run(
+        sandbox, lambda c: c.delete_gang_placement(namespace, "gputopo-bare", uid=again, resource_version=version)
+    )
+    assert deleted == "deleted"
+    assert not sandbox.kubectl("get", "gangplacements.gputopo.io", "-n", namespace, "--ignore-not-found").strip()
+    assert run(sandbox, lambda c: c.delete_gang_placement(namespace, "gputopo-bare", uid=again)) == "gone"
+
+
 async def until(what: str, ok: Callable[[], bool], timeout: float = 15.0) -> None:
     for _ in range(int(timeout / 0.05)):
         if ok():

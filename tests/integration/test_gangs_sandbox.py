@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from gputopo.sandbox.harness import OperatorProcess, namespaced_operator, wait_f
 from gputopo.sandbox.testing import SandboxHandle
 
 NS = "gangs-test"
+RETENTION = 30  # seconds the record of a gang with no owner is kept once its pods are gone
 GATE = "gputopo.io/placement"
 OWNER_CRDS = (
     ("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"),
@@ -42,6 +44,7 @@ def operator(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -
     log_file = tmp_path_factory.mktemp("gangs") / "operator.log"
     settings = {
         "GPUTOPO_GANG_ARRIVAL_TIMEOUT_SECONDS": "12",
+        "GPUTOPO_GANG_RECORD_RETENTION_SECONDS": str(RETENTION),
         "GPUTOPO_QUARANTINE_SECONDS": "30",
         "GPUTOPO_UNSCHEDULABLE_TIMEOUT_SECONDS": "20",
     }
@@ -579,3 +582,50 @@ def test_a_gated_pod_deleted_or_changed_while_gated_is_read_again(cluster: Clust
     cluster.create(_contract_pod("gone-1", "gone", 2, 1, 2))
     gang = cluster.wait_phase("gputopo-gone", "Running")
     _planned_and_bound(cluster, gang, "gputopo.io/gang=gone")
+
+
+def _pods_gone_at(gang: dict[str, Any]) -> float | None:
+    stamp = (gang.get("status") or {}).get("podsGoneAt")
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else None
+
+
+def _delete_pods(cluster: Cluster, selector: str) -> None:
+    cluster.sandbox.kubectl("delete", "pods", "-n", NS, "-l", selector, "--grace-period=0", "--force", "--wait=true")
+
+
+def test_a_bare_pod_gangs_record_goes_a_retention_time_after_its_last_pod_and_not_before(cluster: Cluster) -> None:
+    """Counted from the stamp on the record, across an operator restart; a pod back before then keeps the record."""
+    for rank in (0, 1):
+        cluster.create(_contract_pod(f"brief-{rank}", "brief", 2, rank, 2))
+    first = cluster.wait_phase("gputopo-brief", "Running")
+    uid = first["metadata"]["uid"]
+    assert not first["metadata"].get("ownerReferences")
+    # its pods gone: released and stamped, kept
+    _delete_pods(cluster, "gputopo.io/gang=brief")
+    gone = cluster.wait("the record stamped", lambda: _pods_gone_at(g := cluster.gang("gputopo-brief")) and g)
+    assert gone["status"]["phase"] == "Released" and not gone["status"].get("ranks")
+    # a pod back before the retention: the same record, its stamp cleared, planned again
+    for rank in (0, 1):
+        cluster.create(_contract_pod(f"brief-{rank}", "brief", 2, rank, 2))
+    back = cluster.wait_phase("gputopo-brief", "Running")
+    assert back["metadata"]["uid"] == uid and back["status"]["generation"] == 2
+    assert _pods_gone_at(back) is None
+    # gone again: the retention counts from the new stamp
+    _delete_pods(cluster, "gputopo.io/gang=brief")
+    stamped = cluster.wait("stamped again", lambda: _pods_gone_at(cluster.gang("gputopo-brief")))
+    due = stamped + RETENTION
+    # an operator restart does not start the count again
+    time.sleep(max(0.0, stamped + 10 - time.time()))
+    cluster.operator.kill()
+    cluster.operator.start()
+    restarted = time.time()
+    while time.time() < due - 1.5:
+        kept = cluster.gang("gputopo-brief")
+        assert kept.get("metadata", {}).get("uid") == uid, f"deleted {due - time.time():.1f}s before the retention"
+        time.sleep(0.5)
+    cluster.wait("the record deleted", lambda: not cluster.gang("gputopo-brief"), timeout=RETENTION)
+    deleted = time.time()
+    assert deleted < restarted + RETENTION, f"deleted {deleted - due:.1f}s after it was due: counted from the restart"
+    print(
+        f"due {due:.1f}, restarted {restarted - stamped:.1f}s after the stamp, deleted {deleted - due:.1f}s after due"
+    )

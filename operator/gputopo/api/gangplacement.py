@@ -3,7 +3,9 @@
 A gang whose pods another controller makes (a PodGroup's, an Indexed Job's, a JobSet's, a LeaderWorkerSet's,
 a PyTorchJob's, Kueue's pod group, or bare pods labelled ``gputopo.io/gang``) has no TrainingJob to carry its
 status, so the operator keeps one GangPlacement per gang in the gang's namespace, owned by the gang's owner so
-that it goes when the gang does. Users read it (``kubectl get gangs``); only the operator writes it.
+that it goes when the gang does. A gang of bare pods has no owner: its record is deleted by the operator once no pod
+of the gang has been left for a while (``status.podsGoneAt``). Users read it (``kubectl get gangs``); only the
+operator writes it.
 """
 
 from datetime import datetime
@@ -185,6 +187,14 @@ class GangPlacementStatus(StatusModel):
     last_restart_reason: str = Field(default="", max_length=1024)
     planned_at: datetime | None = Field(default=None, description="When the current plan was made.")
     placed_at: datetime | None = Field(default=None, description="When every rank of the plan was running.")
+    pods_gone_at: datetime | None = Field(
+        default=None,
+        description=(
+            "When the operator found no pod of the gang left (absent while a pod of it exists). The record of a "
+            "gang with no owner (bare pods) is deleted gangs.recordRetentionSeconds after; an owned gang's goes "
+            "with its owner."
+        ),
+    )
     nomination: NominationStatus | None = Field(
         default=None, description="GPUs held for the gang while the gangs it preempts terminate."
     )

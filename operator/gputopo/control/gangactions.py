@@ -5,6 +5,9 @@ recorded, so an operator that dies between the two finds the plan on restart and
 of planning the gang again (and giving its GPUs to another). Then the evictions, then (in DRA mode) the allocations of
 the pods' ResourceClaims, then the pods' patches, then the Events: a pod is let go only once its claims hold its
 planned devices, so kube-scheduler has nothing left to choose.
+
+A record whose gang has no owner and no pod left is deleted once kept long enough (``RecordDeletion``); such a gang
+has nothing else to do, so the deletion is all its actions then.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any, Literal
 from gputopo.control.actions import EventNote
 from gputopo.control.facts import JobKey
 
-__all__ = ["ClaimAllocation", "Eviction", "GangActions", "Involved", "PodPatch"]
+__all__ = ["ClaimAllocation", "Eviction", "GangActions", "Involved", "PodPatch", "RecordDeletion"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,15 @@ class Eviction:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordDeletion:
+    """The gang's record deleted on the condition that it is still the object read: the same ``uid`` (not a record
+    of the same name made since) and, when known, the same ``resource_version`` (not written since)."""
+
+    uid: str
+    resource_version: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Involved:
     """The object an Event is about: the gang's owner, or the pod of a gang of bare pods."""
 
@@ -76,10 +88,17 @@ class GangActions:
     patches: list[PodPatch] = field(default_factory=list)
     events: list[tuple[Involved, EventNote]] = field(default_factory=list)
     placed: bool = False  # these actions carry a new plan
+    deletion: RecordDeletion | None = None  # the record deleted (nothing else is done then)
 
     def __bool__(self) -> bool:
         return bool(
-            self.record or self.status is not None or self.evictions or self.claims or self.patches or self.events
+            self.record
+            or self.status is not None
+            or self.evictions
+            or self.claims
+            or self.patches
+            or self.events
+            or self.deletion is not None
         )
 
     @property

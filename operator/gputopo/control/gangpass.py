@@ -1,5 +1,6 @@
 """The foreign gangs' part of a pass (pure): each gang stepped, those that want a plan queued beside the
-TrainingJobs (one queue, one snapshot: a gang's plan and a job's never share a GPU), and the answers applied."""
+TrainingJobs (one queue, one snapshot: a gang's plan and a job's never share a GPU), and the answers applied. A
+record whose gang has no pod left is let go, and deleted in time when the gang has no owner (``gangretention``)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from typing import Any
 
 from gputopo.control.facts import JobKey
 from gputopo.control.gangactions import GangActions
-from gputopo.control.gangrecords import GangRecord, planned_from_records, status_of
-from gputopo.control.gangstep import GangStep, Phase, settle, step
+from gputopo.control.gangrecords import GangRecord, planned_from_records
+from gputopo.control.gangretention import DEFAULT_RETENTION_SECONDS, gone
+from gputopo.control.gangstep import GangStep, settle, step
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.lifecycle import Config
 from gputopo.control.queue import QueuedJob
@@ -28,7 +30,8 @@ GangPlanner = Callable[[Snapshot, Gang], Placement | Unplaceable]
 @dataclass(frozen=True, slots=True)
 class GangInput:
     """The foreign gangs as the watches show them: each gang read from its pods and owners, each record,
-    each member's body by pod uid (the patches are built from them), and how the pass plans a gang."""
+    each member's body by pod uid (the patches are built from them), and how the pass plans a gang.
+    ``record_retention``: seconds the record of a gang with no owner is kept once no pod of it is left."""
 
     gangs: Mapping[JobKey, Gang]
     records: Mapping[JobKey, GangRecord]
@@ -36,6 +39,7 @@ class GangInput:
     planner: GangPlanner
     arrival_timeout: float = 300.0
     requester: Callable[[Gang], Request | None] | None = None  # the gang as one request, to preempt for it
+    record_retention: float = DEFAULT_RETENTION_SECONDS
 
 
 @dataclass
@@ -66,8 +70,10 @@ class GangPass:
             if done.wants_placement:
                 queued.append(self._queued(key, gang, done, avoid.get(key, frozenset()), now))
         for key, record in given.records.items():
-            if key not in given.gangs and key not in busy and record.ranks and record.phase != Phase.RELEASED:
-                self.steps[key] = _gone(key, record)
+            if key not in given.gangs and key not in busy:
+                left = gone(key, record, now, given.record_retention)
+                if left is not None:
+                    self.steps[key] = left
         return queued
 
     def _queued(self, key: JobKey, gang: Gang, done: GangStep, avoid: frozenset[str], now: datetime) -> QueuedJob:
@@ -115,10 +121,3 @@ class GangPass:
             for key, s in self.steps.items()
             if s.actions and not (s.wants_placement and key not in self.tried and s.actions.reports_only)
         ]
-
-
-def _gone(key: JobKey, record: GangRecord) -> GangStep:
-    """A record whose gang has no pod left: its plan is let go."""
-    released = replace(record, ranks=(), phase=Phase.RELEASED, message="no pod of the gang is left")
-    actions = GangActions(key, key[0], record.name, status=status_of(released))
-    return GangStep(actions, released)

@@ -2,8 +2,10 @@
 
 The record holds the gang's plan (a node and GPUs per rank) from the moment it is made until the gang is gone,
 also for ranks whose pods do not exist yet (a LeaderWorkerSet creates its workers only once the leader is
-placed), so no other plan takes those GPUs meanwhile. Parsing never raises: a field that does not parse reads
-as absent.
+placed), so no other plan takes those GPUs meanwhile. A record names whether the gang has an owner (its
+``ownerReferences``: the garbage collector deletes it with the owner) and, once no pod of the gang is left, since
+when (``status.podsGoneAt``: a record of a gang with no owner is deleted some time after, ``gangretention``).
+Parsing never raises: a field that does not parse reads as absent.
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ class GangRecord:
     released_with: int | None = None  # live members when the plan was released for want of the rest
     nomination: NominationStatus | None = None  # GPUs held for the gang while its victims terminate
     preemption: PreemptionStatus | None = None  # how it was preempted, if it was
+    pods_gone_at: datetime | None = None  # since when no pod of the gang is left
+    owned: bool = False  # it has an owner (ownerReferences, spec.owner): the garbage collector deletes it
+    resource_version: str = ""  # as read: a deletion is refused when the record changed since
 
     @property
     def plan(self) -> dict[int, RankPlan]:
@@ -132,7 +137,9 @@ def record_facts(body: Mapping[str, Any]) -> GangRecord | None:
     return GangRecord(
         key=JobKey((namespace, f"{source}/{gang}")),
         name=str(meta.get("name", "")),
-        uid=str(meta.get("uid", "")),
+        uid=str(meta.get("uid") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        owned=_owned(meta, spec),
         phase=str(status.get("phase") or "Pending"),
         message=str(status.get("message") or ""),
         generation=max(0, _int(status.get("generation"))),
@@ -147,7 +154,15 @@ def record_facts(body: Mapping[str, Any]) -> GangRecord | None:
         released_with=released if isinstance(released, int) else None,
         nomination=_model(NominationStatus, status.get("nomination")),
         preemption=_model(PreemptionStatus, status.get("preemption")),
+        pods_gone_at=parse_time(status.get("podsGoneAt")),
     )
+
+
+def _owned(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
+    """Whether the record has an owner, by its ownerReferences or the owner its spec names. Anything that is there
+    but does not parse counts as an owner: a record is deleted by the operator only when surely ownerless."""
+    refs = meta.get("ownerReferences")
+    return bool(refs) or spec.get("owner") is not None
 
 
 def _model(kind: type[M], raw: Any) -> M | None:
@@ -215,6 +230,7 @@ def status_of(record: GangRecord, **changes: Any) -> dict[str, Any]:
         "releasedWith": r.released_with,
         "nomination": r.nomination.to_api() if r.nomination is not None else None,
         "preemption": r.preemption.to_api() if r.preemption is not None else None,
+        "podsGoneAt": r.pods_gone_at.isoformat() if r.pods_gone_at else None,
     }
 
 

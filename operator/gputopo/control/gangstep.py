@@ -159,9 +159,10 @@ def step(
     now: datetime,
     arrival_timeout: float,
 ) -> GangStep:
-    """What to do for ``gang`` now; ``bodies`` are its pods' bodies by uid (a patch is built from the pod)."""
+    """What to do for ``gang`` now; ``bodies`` are its pods' bodies by uid (a patch is built from the pod). A pod of
+    the gang exists, so a record stamped when none was left (``gangretention``) loses the stamp: it is kept."""
     key = JobKey(gang.id.key)
-    before = record or GangRecord(key, record_name(gang.id))
+    before = replace(record, pods_gone_at=None) if record is not None else GangRecord(key, record_name(gang.id))
     actions = GangActions(key, gang.id.namespace, before.name, record=record_body(gang) if record is None else None)
     result = _decide(gang, before, bodies, view, config, now, arrival_timeout, actions)
     result.pin = pinner(view, config, now)  # for ``settle``

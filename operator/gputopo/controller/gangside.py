@@ -3,7 +3,8 @@ the pass's ``GangInput``, and each gang's writes going out on a task of its own.
 
 A gang whose writes are going out is busy: passes leave it alone until they are done (its new plan is in the
 ledger meanwhile). The record a gang's writes left is used instead of the one the watch shows until the watch
-shows it too (for ``FRESH_SECONDS`` at most), so a pass right after a write never plans the gang a second time.
+shows it too (for ``FRESH_SECONDS`` at most), so a pass right after a write never plans the gang a second time;
+what only the object read knows (its uid, resourceVersion and owner) is the watch's.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from gputopo.control.facts import JobKey
 from gputopo.control.gangactions import GangActions, Involved
 from gputopo.control.gangpass import GangInput
 from gputopo.control.gangrecords import GangRecord, record_facts
+from gputopo.control.gangretention import DEFAULT_RETENTION_SECONDS
 from gputopo.controller.gangwatches import GangWatches
 from gputopo.controller.gangwriter import GangWritten, write_gang
 from gputopo.controller.gate import PriorityGate
@@ -40,7 +42,10 @@ FRESH_SECONDS = 30.0  # how long a record the operator wrote outranks an older o
 
 
 def _same(a: GangRecord, b: GangRecord) -> bool:
-    return (a.generation, a.restarts, a.phase, a.ranks) == (b.generation, b.restarts, b.phase, b.ranks)
+    def shown(r: GangRecord) -> tuple[object, ...]:
+        return (r.generation, r.restarts, r.phase, r.ranks, r.pods_gone_at)
+
+    return shown(a) == shown(b)
 
 
 @dataclass
@@ -62,6 +67,7 @@ class GangSide:
     records_read: dict[int, tuple[Any, GangRecord | None]] = field(default_factory=dict)
     # News that cannot change a plan: a gang's writes that changed no pod are through (None: ``poke``).
     poke_soon: Callable[[], None] | None = None
+    record_retention: float = DEFAULT_RETENTION_SECONDS  # a record of a gang with no owner, once its pods are gone
     placing: int = 0  # gangs whose new plans' writes are going out
 
     def read(
@@ -113,6 +119,7 @@ class GangSide:
             planner,
             self.arrival_timeout,
             requester=lambda gang: preemptor_request(gang, tiers, gpu_choice),
+            record_retention=self.record_retention,
         )
 
     def _freshest(self, watched: GangRecord) -> GangRecord:
@@ -123,7 +130,13 @@ class GangSide:
         if _same(record, watched) or time.monotonic() - at > FRESH_SECONDS:
             del self.written[watched.key]
             return watched
-        return replace(record, uid=watched.uid, name=watched.name)
+        return replace(
+            record,
+            uid=watched.uid,
+            name=watched.name,
+            resource_version=watched.resource_version,
+            owned=watched.owned,
+        )
 
     def busy(self) -> Collection[JobKey]:
         return set(self.writing)
@@ -144,6 +157,8 @@ class GangSide:
             through = True
             if written.status_written and record is not None:
                 self.written[actions.key] = (record, time.monotonic())
+            if written.deleted is not None:
+                self.written.pop(actions.key, None)  # a record made again under its name starts afresh
             if written.error is not None or written.eviction_blocked:
                 asyncio.get_running_loop().call_later(2.0, self.poke)  # try again soon
             # Members that came while the gang was busy wait for the next pass, unless every rank had its pod.

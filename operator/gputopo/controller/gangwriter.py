@@ -7,7 +7,9 @@ the pods' patches; then the Events. A pod whose claim could not be written is no
 cannot be written stops everything after it. An eviction a PodDisruptionBudget refuses, or one that fails, stops
 the patches (the pods they steer may need the GPUs the evicted pods hold): the next pass decides again. A patch
 refused because its pod changed or is gone is an outcome, not an error. The Events go out only when nothing was
-stopped (they say what the actions did); one that cannot be posted is only logged.
+stopped (they say what the actions did); one that cannot be posted is only logged. A record's deletion (a gang with
+no owner and no pod left) is done on its own, on the condition that the record is still the one read: a record
+already gone, or changed since, is an outcome too.
 
 Given the ``PriorityGate`` of the TrainingJobs' writes (``Writer.gate``), a gang's writes share its slots: a new
 plan's, and those that steer pods into a plan held (members that came later), as placements; the rest as updates;
@@ -27,7 +29,7 @@ from gputopo.control.gangactions import ClaimAllocation, GangActions, PodPatch
 from gputopo.control.gangdra import claim_patches
 from gputopo.controller.gate import PriorityGate
 from gputopo.controller.writer import Priority
-from gputopo.kube.client import KubeClient
+from gputopo.kube.client import DeletionOutcome, KubeClient
 from gputopo.kube.errors import ApiError
 
 __all__ = ["GangWritten", "write_gang"]
@@ -41,7 +43,8 @@ T = TypeVar("T")
 class GangWritten:
     """What became of one gang's actions. ``evicted``: pods evicted, or gone already; ``eviction_blocked``: pods
     a PodDisruptionBudget kept; ``patch_failed``: pods whose patch was refused (one of its tests failed: the pod
-    changed meanwhile) or that are gone. ``error``: the API error that stopped the writes, if one did."""
+    changed meanwhile) or that are gone. ``deleted``: what became of the record's deletion, when one was asked.
+    ``error``: the API error that stopped the writes, if one did."""
 
     status_written: bool = False
     allocated: tuple[str, ...] = ()  # claims given their planned devices
@@ -49,6 +52,7 @@ class GangWritten:
     patch_failed: tuple[str, ...] = ()
     evicted: tuple[str, ...] = ()
     eviction_blocked: tuple[str, ...] = ()
+    deleted: DeletionOutcome | None = None
     error: str | None = None
 
 
@@ -109,6 +113,8 @@ async def write_gang(
 async def _write(client: KubeClient, actions: GangActions) -> GangWritten:
     namespace, name = actions.namespace, actions.record_name
     status_written = False
+    if actions.deletion is not None:
+        return await _delete(client, actions)
     try:
         if actions.record is not None:
             meta = {**(actions.record.get("metadata") or {}), "name": name, "namespace": namespace}
@@ -146,6 +152,22 @@ async def _write(client: KubeClient, actions: GangActions) -> GangWritten:
         evicted=evicted,
         error=_text(error or patch_error),
     )
+
+
+async def _delete(client: KubeClient, actions: GangActions) -> GangWritten:
+    """The record deleted, if it is still the one read; nothing else of the actions is done."""
+    deletion = actions.deletion
+    assert deletion is not None
+    namespace, name = actions.namespace, actions.record_name
+    try:
+        outcome = await client.delete_gang_placement(
+            namespace, name, uid=deletion.uid, resource_version=deletion.resource_version or None
+        )
+    except ApiError as exc:
+        return GangWritten(error=str(exc))
+    if outcome == "deleted":
+        logger.info("gang %s/%s: no pod of it left for the retention time; its record is deleted", namespace, name)
+    return GangWritten(deleted=outcome)
 
 
 async def _allocate(client: KubeClient, namespace: str, claim: ClaimAllocation) -> tuple[ClaimAllocation, bool]:

@@ -98,6 +98,7 @@ class Runtime:
                 self.settings.gang_arrival_timeout_seconds,
                 self.settings.watches,
                 poke_soon=lambda: self.poke(urgent=False),
+                record_retention=self.settings.gang_record_retention_seconds,
             )
 
     @property

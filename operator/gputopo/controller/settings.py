@@ -77,6 +77,12 @@ class OperatorSettings(BaseSettings):
         description="A foreign gang's plan whose pods have not all been created this long after it was made is let "
         "go (JobSet, LeaderWorkerSet and MPI launchers create later pods only once the first is placed).",
     )
+    gang_record_retention_seconds: float = Field(
+        default=600.0,
+        ge=0,
+        description="The GangPlacement of a gang with no owner (bare pods: a Kueue pod group, pods labelled "
+        "gputopo.io/gang) is deleted this long after no pod of the gang is left; an owned gang's goes with its owner.",
+    )
     gangs: bool = Field(
         default=True,
         description="Place the gangs gputopo does not own (pods gated by gputopo.io/placement: PodGroups, Jobs, "

@@ -32,6 +32,7 @@ __all__ = [
     "GANG_PLACEMENT_GROUP",
     "GANG_PLACEMENT_PLURAL",
     "GANG_PLACEMENT_VERSION",
+    "DeletionOutcome",
     "EvictionOutcome",
     "InvolvedObject",
     "KubeClient",
@@ -56,6 +57,8 @@ _NOT_APPLIED = "the server rejected our request due to an error in our request"
 
 # What became of an eviction: done (or under way), the pod already gone, or refused by a PodDisruptionBudget.
 EvictionOutcome = Literal["evicted", "gone", "blocked"]
+# What became of a deletion with preconditions: done, nothing there, or the object there is not the one meant.
+DeletionOutcome = Literal["deleted", "gone", "changed"]
 # The status's optional fields: a merge patch removes each one the new status does not have.
 _CLEARABLE = tuple(f.alias or n for n, f in TrainingJobStatus.model_fields.items() if f.default is None)
 
@@ -428,14 +431,27 @@ class KubeClient:
         what = f"status of GangPlacement {namespace}/{name}"
         return await self._merge_patch(what, gang_placement_path(namespace, name, "status"), {"status": status})
 
-    async def delete_gang_placement(self, namespace: str, name: str) -> None:
-        await self._request_unless(
-            NotFoundError,
-            f"delete GangPlacement {namespace}/{name}",
-            "DELETE",
-            gang_placement_path(namespace, name),
-            body={"propagationPolicy": "Background"},
-        )
+    async def delete_gang_placement(
+        self, namespace: str, name: str, *, uid: str | None = None, resource_version: str | None = None
+    ) -> DeletionOutcome:
+        """Delete a GangPlacement; with ``uid`` (and ``resource_version``) only that very object as read, by the API
+        server's preconditions. "gone": there is no such record; "changed": the record there is another (made
+        again under the name) or was written since it was read, and is kept."""
+        preconditions = {
+            **({"uid": uid} if uid else {}),
+            **({"resourceVersion": resource_version} if resource_version else {}),
+        }
+        body: dict[str, Any] = {"propagationPolicy": "Background"}
+        if preconditions:
+            body["preconditions"] = preconditions
+        what = f"delete GangPlacement {namespace}/{name}"
+        try:
+            await self._request(what, "DELETE", gang_placement_path(namespace, name), body=body)
+        except NotFoundError:
+            return "gone"
+        except ConflictError:
+            return "changed"
+        return "deleted"
 
     # -- ResourceClaims ---------------------------------------------------------------------------------------
 

@@ -1,21 +1,28 @@
-"""The gang writer over a recording client: the order of the writes, what stops them, and what it says; and the
-runtime's gang side, whose gang is busy only until its writes are through."""
+"""The gang writer over a recording client: the order of the writes, what stops them, and what it says; a record's
+exact deletion; and the runtime's gang side, whose gang is busy only until its writes are through, and whose records
+read take what only the object knows (uid, resourceVersion, owner) from the watch."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 
 from gputopo.control.facts import JobKey
-from gputopo.control.gangactions import ClaimAllocation, Eviction, GangActions, Involved, PodPatch
-from gputopo.controller.gangside import GangSide
+from gputopo.control.gangactions import ClaimAllocation, Eviction, GangActions, Involved, PodPatch, RecordDeletion
+from gputopo.control.gangrecords import record_facts
+from gputopo.controller.gangside import GangSide, left_by
+from gputopo.controller.gangwatches import GangWatches
 from gputopo.controller.gangwriter import GangWritten, write_gang
 from gputopo.controller.gate import PriorityGate
 from gputopo.controller.writer import Priority
-from gputopo.kube.client import EvictionOutcome, InvolvedObject, KubeClient
+from gputopo.kube.client import DeletionOutcome, EvictionOutcome, InvolvedObject, KubeClient
 from gputopo.kube.errors import ApiError
+from gputopo.placement import place
+from gputopo.placement.types import GpuChoice, TierConfig
 
 OWNER = Involved("jobset.x-k8s.io/v1alpha2", "JobSet", "js", "s-1")
 STEER = ({"op": "remove", "path": "/spec/schedulingGates/0"},)
@@ -30,6 +37,7 @@ class RecordingClient:
         self.evictions: dict[str, EvictionOutcome | Exception] = {}
         self.patches: dict[str, bool | Exception] = {}
         self.claims: dict[str, bool | Exception] = {}  # a claim's status patch answers this
+        self.deletion: DeletionOutcome | Exception = "deleted"
         self.fail: dict[str, Exception] = {}
 
     def _maybe_fail(self, what: str) -> None:
@@ -45,6 +53,14 @@ class RecordingClient:
         self.calls.append(("status", namespace, name, status))
         self._maybe_fail("status")
         return "2"
+
+    async def delete_gang_placement(
+        self, namespace: str, name: str, *, uid: str | None = None, resource_version: str | None = None
+    ) -> DeletionOutcome:
+        self.calls.append(("delete", namespace, name, uid, resource_version))
+        if isinstance(self.deletion, Exception):
+            raise self.deletion
+        return self.deletion
 
     async def evict_pod(
         self, namespace: str, name: str, grace_seconds: int | None, *, uid: str | None = None
@@ -336,3 +352,75 @@ def test_steering_later_members_into_a_held_plan_goes_before_other_gangs_updates
         return kinds(client)
 
     assert asyncio.run(scenario()) == ["patch", "status"]
+
+
+def deletion(rv: str = "41") -> GangActions:
+    return GangActions(JobKey(("ml", "gputopo/bare")), "ml", "gputopo-bare", deletion=RecordDeletion("rec-uid", rv))
+
+
+@pytest.mark.parametrize("outcome", ["deleted", "gone", "changed"])
+def test_a_record_is_deleted_alone_and_only_as_read_and_gone_or_changed_are_outcomes(outcome: DeletionOutcome) -> None:
+    client = RecordingClient()
+    client.deletion = outcome
+    written = write(client, deletion())
+    assert client.calls == [("delete", "ml", "gputopo-bare", "rec-uid", "41")]
+    assert written == GangWritten(deleted=outcome)
+
+
+def test_a_deletion_without_a_resource_version_still_names_the_uid_and_an_api_error_is_said() -> None:
+    client = RecordingClient()
+    client.deletion = ApiError("delete GangPlacement ml/gputopo-bare: 403 Forbidden", 403, "Forbidden")
+    written = write(client, deletion(rv=""))
+    assert client.calls == [("delete", "ml", "gputopo-bare", "rec-uid", None)]
+    assert written.deleted is None and written.error is not None and "403" in written.error
+
+
+def test_a_deleted_record_is_forgotten_so_one_made_again_under_its_name_is_read_as_it_is() -> None:
+    async def scenario() -> bool:
+        side = GangSide(cast(KubeClient, RecordingClient()), lambda: None, 300.0)
+        gang = deletion()
+        side.written[gang.key] = (record_facts(BARE) or pytest.fail("unreadable"), time.monotonic())
+        side.start(gang, None)
+        while side.busy():
+            await asyncio.sleep(0)
+        return gang.key in side.written
+
+    assert asyncio.run(scenario()) is False
+
+
+BARE = {
+    "metadata": {"name": "gputopo-bare", "namespace": "ml", "uid": "rec-uid", "resourceVersion": "41"},
+    "spec": {"source": "gputopo", "gang": "bare"},
+    "status": {"phase": "Running", "generation": 1},
+}
+
+
+def read_records(side: GangSide, *bodies: dict[str, Any]) -> dict[JobKey, Any]:
+    placements = {(b["metadata"]["namespace"], b["metadata"]["name"]): b for b in bodies}
+    kinds = ("pods", "pod_groups", "jobs", "job_sets", "leader_worker_sets", "pytorch_jobs")
+    watches = SimpleNamespace(gang_placements=placements, **{k: {} for k in kinds})
+    given = side.read(cast(GangWatches, watches), TierConfig(()), place, GpuChoice.PLANNED)
+    return dict(given.records)
+
+
+@pytest.mark.parametrize("owned", [False, True])
+def test_the_record_a_gangs_writes_left_takes_the_uid_version_and_owner_the_watch_shows(owned: bool) -> None:
+    side = GangSide(cast(KubeClient, RecordingClient()), lambda: None, 300.0)
+    watched = {**BARE, "metadata": {**BARE["metadata"]}}
+    if owned:
+        watched["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "x-1"}]
+    stamp = "2026-01-01T00:10:00+00:00"
+    released = {"phase": "Released", "generation": 1, "podsGoneAt": stamp}
+    mine = left_by(GangActions(JobKey(("ml", "gputopo/bare")), "ml", "gputopo-bare", status=released))
+    assert mine is not None and mine.uid == "" and not mine.owned
+    side.written[mine.key] = (mine, time.monotonic())
+    record = read_records(side, watched)[mine.key]
+    assert record.phase == "Released" and record.pods_gone_at is not None  # the writes' record, not yet shown
+    assert (record.uid, record.resource_version, record.owned) == ("rec-uid", "41", owned)
+    # the watch shows the phase but not the stamp yet: the writes' record still counts
+    shown = {**watched, "status": {"phase": "Released", "generation": 1}}
+    assert read_records(side, shown)[mine.key].pods_gone_at is not None
+    # once it shows the stamp too, the watch's record is used
+    side.written[mine.key] = (mine, time.monotonic())
+    shown = {**watched, "status": released, "metadata": {**watched["metadata"], "resourceVersion": "42"}}
+    assert read_records(side, shown)[mine.key].resource_version == "42" and mine.key not in side.written
