@@ -17,9 +17,9 @@ from kind_cluster import CLUSTER, EVERY, ROOT, TAG, TIMINGS, Kind, run, tool
 from test_kind import GATE, JOBS_NS, events, gang_job, job_done, job_rendezvoused
 
 from gputopo.sandbox.kueue_harness import KueueJobs
-from gputopo.sandbox.kueue_install import KUEUE_NAMESPACE, find_kueue
+from gputopo.sandbox.kueue_install import KUEUE_NAMESPACE, WEBHOOK_SECRET, WEBHOOK_SERVICE, find_kueue
 from gputopo.sandbox.kueue_queues import GPU_NODE_LABELS, GPUTOPO_QUEUE, QUEUE_LABEL, capacity_quota, resource_flavor
-from gputopo.sandbox.kueue_release import MANAGER_DEPLOYMENT, kueue_image, render_release
+from gputopo.sandbox.kueue_release import kueue_image, render_release
 from gputopo.sandbox.testing import wait_for
 
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
@@ -40,10 +40,36 @@ def kueue(cluster: Kind) -> Kind:
     # As Kueue's installation says: server-side, since its CRDs are too large for the last-applied annotation.
     cluster.kubectl("apply", "--server-side", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
                                                                           "items": docs}))  # fmt: skip
-    deployment = f"deployment/{MANAGER_DEPLOYMENT}"
-    cluster.kubectl("rollout", "status", "-n", KUEUE_NAMESPACE, deployment, "--timeout=300s", timeout=330)
+    # Kueue's manager makes its CA and serving certificate into its Secret at once, then waits for the files in its
+    # Secret volume. The kubelet refreshes that volume at its periodic pod sync (about a minute), and Kueue's
+    # cert-controller (open-policy-agent/cert-controller v0.16.0, ensureCertsMounted) looks for them with a backoff
+    # that doubles from 1 s with as much jitter, so a first pod that mounted the Secret empty is ready after 30 s
+    # to 3.5 minutes here (more under load). A pod made once the Secret is filled mounts the certificates and is
+    # ready in seconds.
+    wait_for("Kueue's certificates in its Secret", lambda: certificates_made(cluster), timeout=120, every=EVERY)
+    first = {p["metadata"]["name"] for p in cluster.get("pods", "-n", KUEUE_NAMESPACE, "-l", MANAGER)["items"]}
+    cluster.kubectl("delete", "pod", "-n", KUEUE_NAMESPACE, "--wait=true", "--timeout=120s", *first, timeout=150)
+    wait_for("Kueue's manager ready behind its webhook Service", lambda: serving(cluster), timeout=180, every=EVERY)
     TIMINGS["kind load of Kueue's image and its release until the manager is ready"] = time.monotonic() - t0
     return cluster
+
+
+def certificates_made(k: Kind) -> bool:
+    data = k.get("secret", WEBHOOK_SECRET, "-n", KUEUE_NAMESPACE).get("data") or {}
+    return all(data.get(name) for name in ("ca.crt", "tls.crt", "tls.key"))
+
+
+def serving(k: Kind) -> bool:
+    """The manager's one pod is Ready and is the ready endpoint of Kueue's webhook Service."""
+    pods = k.get("pods", "-n", KUEUE_NAMESPACE, "-l", MANAGER)["items"]
+    if len(pods) != 1 or not any(
+        c["type"] == "Ready" and c["status"] == "True" for c in pods[0]["status"].get("conditions", [])
+    ):
+        return False
+    slices = k.get("endpointslices", "-n", KUEUE_NAMESPACE, "-l", f"kubernetes.io/service-name={WEBHOOK_SERVICE}")
+    ready = {a for s in slices["items"] for e in s.get("endpoints") or [] if (e.get("conditions") or {}).get("ready")
+             for a in e["addresses"]}  # fmt: skip
+    return ready == {pods[0]["status"].get("podIP")}
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +86,6 @@ def test_kueues_manager_runs_in_kind_from_the_image_built_here(kueue: Kind) -> N
     (pod,) = kueue.get("pods", "-n", KUEUE_NAMESPACE, "-l", MANAGER)["items"]
     assert pod["status"]["phase"] == "Running"
     assert [c["image"] for c in pod["spec"]["containers"]] == [kueue_image(find_kueue())]
-    secret = kueue.get("secret", "kueue-webhook-server-cert", "-n", KUEUE_NAMESPACE)
-    assert {"ca.crt", "tls.crt", "tls.key"} <= set(secret.get("data") or {}), "Kueue made no certificates"
     for kind in ("mutating", "validating"):
         webhooks = kueue.get(f"{kind}webhookconfiguration", f"kueue-{kind}-webhook-configuration")["webhooks"]
         assert all(w["clientConfig"].get("caBundle") for w in webhooks), f"{kind} webhooks: no CA injected"
