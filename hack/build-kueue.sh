@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds the pinned Kueue manager from the Go module proxy into a cache outside the repository and copies its CRDs
 # and webhook configurations (config/components/crd/bases, config/components/webhook) beside it, for
-# `gputopo sandbox up --kueue`. Idempotent: a manager with the right version stamp, and files of the same
-# version, are kept.
+# `gputopo sandbox up --kueue`, and the module's whole kustomize tree (config/), from which the kind end-to-end
+# test renders Kueue's release manifests (config/default, as Kueue's `make artifacts` does). Idempotent: a
+# manager with the right version stamp, and files of the same version, are kept.
 #
-#   hack/build-kueue.sh      build what is missing, print the Kueue directory (bin/kueue, crds/, webhook/) last
+#   hack/build-kueue.sh      build what is missing, print the Kueue directory (bin/kueue, crds/, webhook/, config/) last
 set -euo pipefail
 
 KUEUE_VERSION="${KUEUE_VERSION:-v0.17.0}"
@@ -13,6 +14,7 @@ ROOT="$CACHE/kueue-$KUEUE_VERSION"
 BIN="$ROOT/bin"
 CRDS="$ROOT/crds"
 WEBHOOK="$ROOT/webhook"
+CONFIG="$ROOT/config"
 MODULE=sigs.k8s.io/kueue
 
 log() { printf '[hack] %s\n' "$*" >&2; }
@@ -30,7 +32,8 @@ stamp_ok() { # file stamp version
 }
 
 t_start=$SECONDS
-if stamp_ok "$BIN/kueue" "$BIN/.kueue.version" "$KUEUE_VERSION" && stamp_ok "$CRDS" "$CRDS/.version" "$KUEUE_VERSION"; then
+if stamp_ok "$BIN/kueue" "$BIN/.kueue.version" "$KUEUE_VERSION" && stamp_ok "$CRDS" "$CRDS/.version" "$KUEUE_VERSION" &&
+  stamp_ok "$CONFIG" "$CONFIG/.version" "$KUEUE_VERSION"; then
   log "kueue $KUEUE_VERSION: cached"
   echo "$ROOT"
   exit 0
@@ -53,12 +56,14 @@ if ! stamp_ok "$BIN/kueue" "$BIN/.kueue.version" "$KUEUE_VERSION"; then
   log "kueue $KUEUE_VERSION: manager built in $((SECONDS - t0)) s"
 fi
 
-rm -rf "$CRDS" "$WEBHOOK"
+rm -rf "$CRDS" "$WEBHOOK" "$CONFIG"
 mkdir -p "$CRDS" "$WEBHOOK"
 cp "$dir"/config/components/crd/bases/*.yaml "$CRDS/"
 cp "$dir"/config/components/webhook/manifests.yaml "$dir"/config/components/webhook/kustomization.yaml "$WEBHOOK/"
-chmod u+w "$CRDS"/*.yaml "$WEBHOOK"/*.yaml
-# The stamp is written last: a copy cut short is done again on the next run.
+cp -R "$dir/config" "$CONFIG"
+chmod -R u+w "$CRDS" "$WEBHOOK" "$CONFIG"
+# The stamps are written last: a copy cut short is done again on the next run.
+printf '%s' "$KUEUE_VERSION" >"$CONFIG/.version"
 printf '%s' "$KUEUE_VERSION" >"$CRDS/.version"
 log "kueue $KUEUE_VERSION: done in $((SECONDS - t_start)) s; cache $(du -sh "$ROOT" | cut -f1) at $ROOT"
 echo "$ROOT"

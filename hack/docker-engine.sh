@@ -38,7 +38,15 @@ fi
 
 if ! docker info >/dev/null 2>&1; then
   log "starting dockerd"
-  nohup dockerd >/var/log/gputopo-dockerd.log 2>&1 &
+  # dockerd outlives this script: it gets none of our descriptors above stderr, so a lock its caller holds
+  # (`flock /tmp/gputopo-kind.lock hack/docker-engine.sh`) is not held on by dockerd and containerd for good.
+  (
+    for fd in /proc/self/fd/*; do
+      n=${fd##*/}
+      if [ "$n" -gt 2 ]; then eval "exec $n>&-"; fi
+    done
+    exec nohup dockerd >/var/log/gputopo-dockerd.log 2>&1
+  ) &
   for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
   docker info >/dev/null 2>&1 || { log "error: dockerd did not start; see /var/log/gputopo-dockerd.log"; exit 1; }
 else

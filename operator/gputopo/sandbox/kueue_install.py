@@ -32,6 +32,7 @@ __all__ = [
     "control_objects",
     "crd_documents",
     "find_kueue",
+    "load_documents",
     "webhook_configurations",
 ]
 
@@ -63,6 +64,11 @@ class KueueInstall:
     @property
     def webhook_dir(self) -> Path:
         return self.root / "webhook"
+
+    @property
+    def config_dir(self) -> Path:
+        """The module's kustomize tree (``config/``), whose ``default`` is Kueue's release."""
+        return self.root / "config"
 
 
 def _hack_script() -> Path | None:
@@ -96,8 +102,13 @@ def find_kueue() -> KueueInstall:
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+def load_documents(text: str) -> list[dict[str, Any]]:
+    """The mappings of a YAML stream (Kueue's CRDs among them), read with libyaml where it is there."""
+    return [doc for doc in yaml.load_all(text, Loader=_LOADER) if isinstance(doc, dict)]
+
+
 def _load_all(path: Path) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.load_all(path.read_text(), Loader=_LOADER) if isinstance(doc, dict)]
+    return load_documents(path.read_text())
 
 
 def crd_documents(install: KueueInstall, webhook_port: int) -> list[dict[str, Any]]:
