@@ -29,6 +29,7 @@ from gputopo.api.group import (
     LABEL_JOB,
     LABEL_RANK,
 )
+from gputopo.control.facts import as_dict, as_list
 from gputopo.placement.types import GpuChoice
 
 __all__ = [
@@ -142,14 +143,6 @@ class ClaimFacts:
     finalizers: tuple[str, ...] = ()
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _int(value: Any) -> int | None:
     try:
         return int(value)
@@ -159,16 +152,16 @@ def _int(value: Any) -> int | None:
 
 def slice_facts(body: Mapping[str, Any]) -> SliceFacts:
     """A ResourceSlice; a device without a string ``uuid`` of the driver's own domain is kept without one."""
-    meta, spec = _dict(body.get("metadata")), _dict(body.get("spec"))
-    pool = _dict(spec.get("pool"))
+    meta, spec = as_dict(body.get("metadata")), as_dict(body.get("spec"))
+    pool = as_dict(spec.get("pool"))
     driver = str(spec.get("driver") or "")
     pool_name = str(pool.get("name") or "")
     node = str(spec.get("nodeName") or "")
     devices = []
-    for device in map(_dict, _list(spec.get("devices"))):
-        attributes = _dict(device.get("attributes"))
-        uuid = _dict(attributes.get("uuid") or attributes.get(f"{driver}/uuid")).get("string")
-        tainted = any(_dict(t).get("effect") in ("NoSchedule", "NoExecute") for t in _list(device.get("taints")))
+    for device in map(as_dict, as_list(spec.get("devices"))):
+        attributes = as_dict(device.get("attributes"))
+        uuid = as_dict(attributes.get("uuid") or attributes.get(f"{driver}/uuid")).get("string")
+        tainted = any(as_dict(t).get("effect") in ("NoSchedule", "NoExecute") for t in as_list(device.get("taints")))
         devices.append(
             DeviceFacts(
                 DeviceRef(driver, pool_name, str(device.get("name") or "")),
@@ -191,7 +184,7 @@ def _request(raw: Mapping[str, Any]) -> ClaimRequest:
     name = str(raw.get("name") or "")
     if raw.get("firstAvailable"):
         return ClaimRequest(name, unpinnable=f"request {name} has subrequests (firstAvailable)")
-    exactly = _dict(raw.get("exactly"))
+    exactly = as_dict(raw.get("exactly"))
     device_class = str(exactly.get("deviceClassName") or "")
     count = _int(exactly.get("count"))
     why = ""
@@ -209,27 +202,27 @@ def _request(raw: Mapping[str, Any]) -> ClaimRequest:
 
 
 def claim_facts(body: Mapping[str, Any]) -> ClaimFacts:
-    meta, status = _dict(body.get("metadata")), _dict(body.get("status"))
-    devices = _dict(_dict(body.get("spec")).get("devices"))
-    labels, annotations = _dict(meta.get("labels")), _dict(meta.get("annotations"))
+    meta, status = as_dict(body.get("metadata")), as_dict(body.get("status"))
+    devices = as_dict(as_dict(body.get("spec")).get("devices"))
+    labels, annotations = as_dict(meta.get("labels")), as_dict(meta.get("annotations"))
     owner = next(
         (
             str(ref.get("uid"))
-            for ref in map(_dict, _list(meta.get("ownerReferences")))
+            for ref in map(as_dict, as_list(meta.get("ownerReferences")))
             if ref.get("kind") == "TrainingJob" and ref.get("uid")
         ),
         None,
     )
-    results = _list(_dict(_dict(status.get("allocation")).get("devices")).get("results"))
+    results = as_list(as_dict(as_dict(status.get("allocation")).get("devices")).get("results"))
     allocated = tuple(
         DeviceRef(str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or ""))
-        for r in map(_dict, results)
+        for r in map(as_dict, results)
     )
     job = labels.get(LABEL_JOB)
     pod_uid = next(
         (
             str(ref.get("uid"))
-            for ref in map(_dict, _list(meta.get("ownerReferences")))
+            for ref in map(as_dict, as_list(meta.get("ownerReferences")))
             if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1" and ref.get("uid")
         ),
         None,
@@ -244,14 +237,14 @@ def claim_facts(body: Mapping[str, Any]) -> ClaimFacts:
         generation=_int(annotations.get(ANNOTATION_PLACEMENT_GENERATION)),
         owner_uid=owner,
         allocated=allocated,
-        reserved=bool(_list(status.get("reservedFor"))),
+        reserved=bool(as_list(status.get("reservedFor"))),
         deleting=bool(meta.get("deletionTimestamp")),
         pod_uid=pod_uid,
         pod_claim=str(pod_claim) if pod_uid and pod_claim else None,
-        requests=tuple(_request(r) for r in map(_dict, _list(devices.get("requests")))),
-        constraints=bool(_list(devices.get("constraints"))),
-        config=tuple(map(_dict, _list(devices.get("config")))),
-        finalizers=tuple(str(f) for f in _list(meta.get("finalizers"))),
+        requests=tuple(_request(r) for r in map(as_dict, as_list(devices.get("requests")))),
+        constraints=bool(as_list(devices.get("constraints"))),
+        config=tuple(map(as_dict, as_list(devices.get("config")))),
+        finalizers=tuple(str(f) for f in as_list(meta.get("finalizers"))),
     )
 
 
@@ -390,13 +383,13 @@ def claim_manifest(
 def use_claim(pod_spec: dict[str, Any], claim: str, container: dict[str, Any]) -> None:
     """Point the pod at its claim: ``container`` gets the GPUs, and nothing asks the device plugin for any."""
     for c in pod_spec.get("containers") or []:
-        resources = _dict(c.get("resources"))
+        resources = as_dict(c.get("resources"))
         for key in ("limits", "requests"):
             values = resources.get(key)
             if isinstance(values, dict):
                 values.pop(GPU_RESOURCE, None)
-    others = [r for r in _list(pod_spec.get("resourceClaims")) if _dict(r).get("name") != POD_CLAIM]
+    others = [r for r in as_list(pod_spec.get("resourceClaims")) if as_dict(r).get("name") != POD_CLAIM]
     pod_spec["resourceClaims"] = [*others, {"name": POD_CLAIM, "resourceClaimName": claim}]
     resources = container.setdefault("resources", {})
-    mine = [c for c in _list(resources.get("claims")) if _dict(c).get("name") != POD_CLAIM]
+    mine = [c for c in as_list(resources.get("claims")) if as_dict(c).get("name") != POD_CLAIM]
     resources["claims"] = [*mine, {"name": POD_CLAIM}]

@@ -35,6 +35,8 @@ __all__ = [
     "PodFacts",
     "PodGpusFacts",
     "TopologyFacts",
+    "as_dict",
+    "as_list",
     "format_gpus",
     "job_facts",
     "node_facts",
@@ -82,11 +84,13 @@ def _int(value: Any, default: int | None = None) -> int | None:
         return default
 
 
-def _dict(value: Any) -> dict[str, Any]:
+def as_dict(value: Any) -> dict[str, Any]:
+    """A field of an object read from the API as a dict, ``{}`` when it is absent or of another type."""
     return value if isinstance(value, dict) else {}
 
 
-def _list(value: Any) -> list[Any]:
+def as_list(value: Any) -> list[Any]:
+    """A field of an object read from the API as a list, ``[]`` when it is absent or of another type."""
     return value if isinstance(value, list) else []
 
 
@@ -101,22 +105,22 @@ class NodeFacts:
 
 
 def node_facts(body: Mapping[str, Any]) -> NodeFacts:
-    meta, spec, status = _dict(body.get("metadata")), _dict(body.get("spec")), _dict(body.get("status"))
+    meta, spec, status = as_dict(body.get("metadata")), as_dict(body.get("spec")), as_dict(body.get("status"))
     taints: list[Taint] = []
-    for raw in _list(spec.get("taints")):
+    for raw in as_list(spec.get("taints")):
         try:
             taints.append(Taint.from_dict(raw))
         except (KeyError, TypeError, ValueError):
             continue
     ready, since = False, None
-    for cond in _list(status.get("conditions")):
-        cond = _dict(cond)
+    for cond in as_list(status.get("conditions")):
+        cond = as_dict(cond)
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
             since = parse_time(cond.get("lastTransitionTime"))
     return NodeFacts(
         name=str(meta.get("name", "")),
-        labels={sys.intern(str(k)): sys.intern(str(v)) for k, v in _dict(meta.get("labels")).items()},
+        labels={sys.intern(str(k)): sys.intern(str(v)) for k, v in as_dict(meta.get("labels")).items()},
         taints=tuple(taints),
         schedulable=not spec.get("unschedulable", False),
         ready=ready,
@@ -169,18 +173,18 @@ def _requested_gpus(spec: Mapping[str, Any]) -> int:
 
 
 def pod_facts(body: Mapping[str, Any]) -> PodFacts:
-    meta, spec, status = _dict(body.get("metadata")), _dict(body.get("spec")), _dict(body.get("status"))
-    labels, annotations = _dict(meta.get("labels")), _dict(meta.get("annotations"))
+    meta, spec, status = as_dict(body.get("metadata")), as_dict(body.get("spec")), as_dict(body.get("status"))
+    labels, annotations = as_dict(meta.get("labels")), as_dict(meta.get("annotations"))
     owner = next(
         (
             str(ref.get("uid"))
-            for ref in map(_dict, _list(meta.get("ownerReferences")))
+            for ref in map(as_dict, as_list(meta.get("ownerReferences")))
             if ref.get("kind") == "TrainingJob" and ref.get("uid")
         ),
         None,
     )
     unschedulable_since = scheduled_at = None
-    for cond in map(_dict, _list(status.get("conditions"))):
+    for cond in map(as_dict, as_list(status.get("conditions"))):
         if (cond.get("type"), cond.get("status")) == ("PodScheduled", "True"):
             scheduled_at = parse_time(cond.get("lastTransitionTime"))
         if (cond.get("type"), cond.get("status"), cond.get("reason")) == ("PodScheduled", "False", "Unschedulable"):
@@ -259,15 +263,15 @@ def _errors(exc: ValidationError) -> str:
 
 
 def job_facts(body: Mapping[str, Any]) -> JobFacts:
-    meta = _dict(body.get("metadata"))
+    meta = as_dict(body.get("metadata"))
     spec: TrainingJobSpec | None = None
     error = ""
     try:
-        spec = TrainingJobSpec.model_validate(_dict(body.get("spec")))
+        spec = TrainingJobSpec.model_validate(as_dict(body.get("spec")))
     except ValidationError as exc:
         error = _errors(exc)
     try:
-        status = TrainingJobStatus.model_validate(_dict(body.get("status")))
+        status = TrainingJobStatus.model_validate(as_dict(body.get("status")))
     except ValidationError:
         status = TrainingJobStatus()  # a status we cannot read is rebuilt from the pods
     return JobFacts(
@@ -281,6 +285,6 @@ def job_facts(body: Mapping[str, Any]) -> JobFacts:
         status=status,
         spec_error=error,
         deleting=bool(meta.get("deletionTimestamp")),
-        checkpoint_time=parse_time(_dict(meta.get("annotations")).get(ANNOTATION_CHECKPOINT_TIME)),
-        queue_name=str(queue) if (queue := _dict(meta.get("labels")).get(QUEUE_LABEL)) else None,
+        checkpoint_time=parse_time(as_dict(meta.get("annotations")).get(ANNOTATION_CHECKPOINT_TIME)),
+        queue_name=str(queue) if (queue := as_dict(meta.get("labels")).get(QUEUE_LABEL)) else None,
     )

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from gputopo.api.group import API_VERSION
 from gputopo.api.preemption import NominationStatus, PreemptionStatus
-from gputopo.control.facts import JobKey, parse_time
+from gputopo.control.facts import JobKey, as_dict, parse_time
 from gputopo.control.ledger import PlannedGang
 from gputopo.gangs.model import Gang, GangId
 
@@ -90,10 +90,6 @@ def record_name(gang: GangId) -> str:
     return f"{name[: _NAME_LIMIT - 11].rstrip('-.')}-{digest}"
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def _int(value: Any, default: int = 0) -> int:
     try:
         return int(value)
@@ -102,7 +98,7 @@ def _int(value: Any, default: int = 0) -> int:
 
 
 def _rank(raw: Any) -> RankPlan | None:
-    raw = _dict(raw)
+    raw = as_dict(raw)
     rank, node = raw.get("rank"), raw.get("node")
     if not isinstance(rank, int) or rank < 0 or not isinstance(node, str) or not node:
         return None
@@ -120,7 +116,7 @@ def _rank(raw: Any) -> RankPlan | None:
 
 def record_facts(body: Mapping[str, Any]) -> GangRecord | None:
     """The record of one GangPlacement; None when it names no gang (not one of ours to read)."""
-    meta, spec, status = _dict(body.get("metadata")), _dict(body.get("spec")), _dict(body.get("status"))
+    meta, spec, status = as_dict(body.get("metadata")), as_dict(body.get("spec")), as_dict(body.get("status"))
     source, gang, namespace = spec.get("source"), spec.get("gang"), meta.get("namespace")
     if source not in _SOURCES or not isinstance(gang, str) or not gang or not isinstance(namespace, str):
         return None

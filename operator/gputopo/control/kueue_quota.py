@@ -30,7 +30,8 @@ from typing import Any, Final
 from gputopo.api.gpus import names_gpus
 from gputopo.api.group import API_VERSION, GPU_RESOURCE
 from gputopo.api.trainingjob import TrainingJobSpec
-from gputopo.control.facts import QUEUE_LABEL
+from gputopo.control.facts import QUEUE_LABEL, as_dict, as_list
+from gputopo.control.pods import owner_reference
 
 __all__ = [
     "KUEUE_API_VERSION",
@@ -95,28 +96,20 @@ class KueueView:
         return self.workloads.get(uid, ())
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def workload_facts(body: Mapping[str, Any]) -> WorkloadFacts | None:
     """The facts of a Workload whose controller is a TrainingJob; None for any other Workload. Never raises."""
-    meta, status = _dict(body.get("metadata")), _dict(body.get("status"))
+    meta, status = as_dict(body.get("metadata")), as_dict(body.get("status"))
     owner = next(
         (
             str(ref.get("uid"))
-            for ref in map(_dict, _list(meta.get("ownerReferences")))
+            for ref in map(as_dict, as_list(meta.get("ownerReferences")))
             if ref.get("kind") == "TrainingJob" and ref.get("apiVersion") == API_VERSION and ref.get("controller")
         ),
         None,
     )
     if not owner:
         return None
-    conditions = tuple(c for c in map(_dict, _list(status.get("conditions"))) if c.get("type"))
+    conditions = tuple(c for c in map(as_dict, as_list(status.get("conditions"))) if c.get("type"))
     by_type = {str(c["type"]): c for c in conditions}
 
     def true(type_: str) -> bool:
@@ -124,9 +117,9 @@ def workload_facts(body: Mapping[str, Any]) -> WorkloadFacts | None:
 
     evicted = by_type.get("Evicted") if true("Evicted") else None
     reserved = by_type.get("QuotaReserved", {})
-    admission = _dict(status.get("admission"))
+    admission = as_dict(status.get("admission"))
     try:
-        generation: int | None = int(_dict(meta.get("labels")).get(LABEL_JOB_GENERATION, ""))
+        generation: int | None = int(as_dict(meta.get("labels")).get(LABEL_JOB_GENERATION, ""))
     except ValueError:
         generation = None
     return WorkloadFacts(
@@ -160,8 +153,8 @@ def workload_name(job: str, uid: str, generation: int, queue: str) -> str:
 def _quota_container(container: Mapping[str, Any], gpus: int | None) -> dict[str, Any]:
     """A container as Kueue counts it: its name, image and requests (a limit without a request counts as one, as
     the API server defaults it); with ``gpus``, that many ``nvidia.com/gpu`` requested."""
-    resources = _dict(container.get("resources"))
-    requests = {**_dict(resources.get("limits")), **_dict(resources.get("requests"))}
+    resources = as_dict(container.get("resources"))
+    requests = {**as_dict(resources.get("limits")), **as_dict(resources.get("requests"))}
     if gpus is not None:
         requests[GPU_RESOURCE] = str(gpus)
     out: dict[str, Any] = {"name": str(container.get("name") or "worker")}
@@ -178,13 +171,13 @@ def _pod_set_template(spec: TrainingJobSpec) -> dict[str, Any]:
     the first container that names them (the one the pods get them on), else the first; in DRA mode too, so the
     ClusterQueue's ``nvidia.com/gpu`` quota covers the job whichever way its pods get their devices."""
     template = spec.template
-    pod = _dict(template.get("spec"))
-    containers = [_dict(c) for c in _list(pod.get("containers"))]
+    pod = as_dict(template.get("spec"))
+    containers = [as_dict(c) for c in as_list(pod.get("containers"))]
     named = next((i for i, c in enumerate(containers) if names_gpus(c)), 0)
     gpus = spec.gpus_per_worker
     counted = [_quota_container(c, gpus if i == named else None) for i, c in enumerate(containers)]
     out: dict[str, Any] = {"containers": counted}
-    init = [_quota_container(_dict(c), None) for c in _list(pod.get("initContainers"))]
+    init = [_quota_container(as_dict(c), None) for c in as_list(pod.get("initContainers"))]
     if init:
         out["initContainers"] = init
     for key in ("nodeSelector", "affinity", "tolerations", "priorityClassName"):
@@ -220,16 +213,7 @@ def workload_manifest(
             "name": workload_name(job, uid, generation, queue),
             "namespace": namespace,
             "labels": {LABEL_JOB_GENERATION: str(generation)},
-            "ownerReferences": [
-                {
-                    "apiVersion": API_VERSION,
-                    "kind": "TrainingJob",
-                    "name": job,
-                    "uid": uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [owner_reference(job, uid)],
         },
         "spec": workload,
     }
