@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gang_trace import Job, baseline_pods, training_jobs
+from gputopo.gangs.sources.kueue import GROUP_NAME_LABEL, TOTAL_COUNT_ANNOTATION
 from gputopo.sandbox.kueue_queues import (
     GPUTOPO_QUEUE,
     HOSTNAME_LABEL,
@@ -27,11 +28,7 @@ from gputopo.sandbox.kueue_queues import (
 )
 from gputopo.sandbox.profiles import TIER0_LABEL
 
-__all__ = ["GROUP_LABEL", "GROUP_TOTAL", "queued_training_jobs", "tas_pod_groups", "topology_request"]
-
-# Kueue v0.17's pod-group keys (pkg/controller/jobs/pod/constants).
-GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
-GROUP_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
+__all__ = ["queued_training_jobs", "tas_pod_groups", "topology_request"]
 
 
 def topology_request(job: Job) -> tuple[str, str]:
@@ -47,9 +44,9 @@ def tas_pod_groups(jobs: Sequence[Job], namespace: str, queue: str = TAS_QUEUE) 
     by_pod = {pod: job for job in jobs for pod in job.pods()}
     for item in listed["items"]:
         job = by_pod[item["metadata"]["name"]]
-        item["metadata"]["labels"] |= {QUEUE_LABEL: queue, GROUP_LABEL: job.name}
+        item["metadata"]["labels"] |= {QUEUE_LABEL: queue, GROUP_NAME_LABEL: job.name}
         key, level = topology_request(job)
-        item["metadata"]["annotations"] = {GROUP_TOTAL: str(job.workers), key: level}
+        item["metadata"]["annotations"] = {TOTAL_COUNT_ANNOTATION: str(job.workers), key: level}
     return listed
 
 

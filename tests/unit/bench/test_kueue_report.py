@@ -10,6 +10,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 
 from gang_trace import Job
+from gputopo.gangs.sources.kueue import GROUP_NAME_LABEL, TOTAL_COUNT_ANNOTATION
 from gputopo.sandbox.kueue_queues import (
     GPUTOPO_QUEUE,
     HOSTNAME_LABEL,
@@ -20,7 +21,7 @@ from gputopo.sandbox.kueue_queues import (
 )
 from gputopo.sandbox.profiles import TIER0_LABEL
 from kueue_report import FLOOR, GPUTOPO, KUBE, TAS, UNDER_KUEUE, goals, summarise
-from kueue_trace import GROUP_LABEL, GROUP_TOTAL, queued_training_jobs, tas_pod_groups
+from kueue_trace import queued_training_jobs, tas_pod_groups
 
 TRACE = [Job("job-000", 1, 4), Job("job-001", 2, 8), Job("job-002", 4, 8)]
 
@@ -31,9 +32,9 @@ def test_each_job_is_one_kueue_pod_group_in_the_tas_queue_with_a_topology_annota
     by_name = {p["metadata"]["name"]: p for p in pods}
     one, gang = by_name["job-000-0"], by_name["job-002-3"]
     assert one["metadata"]["labels"][QUEUE_LABEL] == TAS_QUEUE
-    assert one["metadata"]["annotations"] == {GROUP_TOTAL: "1", REQUIRED_TOPOLOGY: HOSTNAME_LABEL}
-    assert gang["metadata"]["labels"][GROUP_LABEL] == "job-002"
-    assert gang["metadata"]["annotations"] == {GROUP_TOTAL: "4", PREFERRED_TOPOLOGY: TIER0_LABEL}
+    assert one["metadata"]["annotations"] == {TOTAL_COUNT_ANNOTATION: "1", REQUIRED_TOPOLOGY: HOSTNAME_LABEL}
+    assert gang["metadata"]["labels"][GROUP_NAME_LABEL] == "job-002"
+    assert gang["metadata"]["annotations"] == {TOTAL_COUNT_ANNOTATION: "4", PREFERRED_TOPOLOGY: TIER0_LABEL}
 
 
 def test_queued_training_jobs_name_the_queue() -> None:
