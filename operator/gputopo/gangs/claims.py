@@ -29,6 +29,7 @@ __all__ = [
     "claim_template_gpus",
     "completion_index",
     "controller_of",
+    "gates_of",
     "group_size",
     "labels_of",
     "mapping",
@@ -106,6 +107,13 @@ def annotations_of(obj: Raw) -> Mapping[str, str]:
 
 def text(value: object) -> str:
     return value if isinstance(value, str) else ""
+
+
+def gates_of(pod: Raw) -> tuple[str, ...]:
+    """The names of the pod's scheduling gates, in order (entries without a name left out)."""
+    raw = mapping(pod.get("spec")).get("schedulingGates")
+    names = (text(mapping(g).get("name")) for g in (raw if isinstance(raw, list) else ()))
+    return tuple(name for name in names if name)
 
 
 def as_int(value: object) -> int | None:

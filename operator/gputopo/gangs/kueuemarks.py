@@ -28,7 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from gputopo.gangs.claims import annotations_of, labels_of, mapping
+from gputopo.gangs.annotations import KUEUE_PREFERRED_TOPOLOGY, KUEUE_REQUIRED_TOPOLOGY
+from gputopo.gangs.claims import annotations_of, gates_of, labels_of
 
 __all__ = [
     "ADMISSION_GATE",
@@ -48,16 +49,11 @@ PODSET_LABEL: Final = "kueue.x-k8s.io/podset"
 UNCONSTRAINED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
 # Kueue's pkg/util/tas/tas.go IsTAS: any of these makes a pod of an admitted workload a TAS pod.
 TAS_ANNOTATIONS: Final = (
-    "kueue.x-k8s.io/podset-required-topology",
-    "kueue.x-k8s.io/podset-preferred-topology",
+    KUEUE_REQUIRED_TOPOLOGY,
+    KUEUE_PREFERRED_TOPOLOGY,
     "kueue.x-k8s.io/podset-slice-required-topology",
     UNCONSTRAINED_TOPOLOGY,
 )
-
-
-def _gates(pod: Mapping[str, Any]) -> set[str]:
-    raw = mapping(pod.get("spec")).get("schedulingGates")
-    return {str(mapping(g).get("name")) for g in (raw if isinstance(raw, list) else ())}
 
 
 def kueue_workload(pod: Mapping[str, Any]) -> str | None:
@@ -72,7 +68,7 @@ def kueue_workload(pod: Mapping[str, Any]) -> str | None:
 def placed_by_kueue(pod: Mapping[str, Any]) -> bool:
     """Whether Kueue's Topology-Aware Scheduling places the pod (see the module's docstring): then gputopo plans
     nothing for it and only lifts its own gate."""
-    gates = _gates(pod)
+    gates = gates_of(pod)
     if ADMISSION_GATE in gates:
         return False  # not admitted yet: its flavor is not chosen
     if TOPOLOGY_GATE in gates:

@@ -24,6 +24,7 @@ from gputopo.gangs.claims import (
     Raw,
     annotations_of,
     as_int,
+    gates_of,
     labels_of,
     mapping,
     namespace_of,
@@ -75,9 +76,7 @@ def is_member(pod: Raw) -> bool:
     """Whether gputopo places the pod: gated by it or steered by it, and not a TrainingJob's own."""
     if LABEL_JOB in labels_of(pod):
         return False
-    gates = mapping(pod.get("spec")).get("schedulingGates")
-    gated = isinstance(gates, list) and any(isinstance(g, Mapping) and g.get("name") == GATE for g in gates)
-    return gated or ANNOTATION_GANG in annotations_of(pod)
+    return GATE in gates_of(pod) or ANNOTATION_GANG in annotations_of(pod)
 
 
 def claim_pod(pod: Raw, owners: Owners) -> Claim | Refusal | None:
@@ -132,8 +131,6 @@ def _member(pod: Raw, rank: int, problems: list[str], owners: Owners) -> Member:
     except TemplateError as error:
         problems.append(str(error))
         constraints = NO_CONSTRAINTS
-    raw_gates = spec.get("schedulingGates")
-    gates = tuple(text(mapping(g).get("name")) for g in (raw_gates if isinstance(raw_gates, list) else ()))
     planned = _gpu_list(annotations.get(ANNOTATION_GPUS))
     if planned is None and ANNOTATION_GPUS in annotations:
         problems.append(f'pod {name}: annotation {ANNOTATION_GPUS}: "{annotations[ANNOTATION_GPUS]}" is not a GPU list')
@@ -142,7 +139,7 @@ def _member(pod: Raw, rank: int, problems: list[str], owners: Owners) -> Member:
         uid=text(meta.get("uid")),
         rank=rank,
         gpus=gpus,
-        gates=tuple(g for g in gates if g),
+        gates=gates_of(pod),
         node=text(spec.get("nodeName")) or None,
         planned=planned,
         phase=text(mapping(pod.get("status")).get("phase")) or "Pending",
