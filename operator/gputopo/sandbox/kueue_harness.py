@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gputopo.api.group import GPU_RESOURCE
+from gputopo.gangs.sources.kueue import GROUP_NAME_LABEL, TOTAL_COUNT_ANNOTATION
 from gputopo.sandbox.harness import wait_for
 from gputopo.sandbox.kueue_queues import (
     GPUTOPO_QUEUE,
@@ -104,8 +105,8 @@ def group_pod(
         "kind": "Pod",
         "metadata": {
             "name": name,
-            "labels": {QUEUE_LABEL: queue, "kueue.x-k8s.io/pod-group-name": group},
-            "annotations": {"kueue.x-k8s.io/pod-group-total-count": str(total)},
+            "labels": {QUEUE_LABEL: queue, GROUP_NAME_LABEL: group},
+            "annotations": {TOTAL_COUNT_ANNOTATION: str(total)},
         },
         "spec": job["spec"]["template"]["spec"],
     }
@@ -218,7 +219,7 @@ class KueueJobs:
 
     def group_pods(self, group: str) -> list[dict[str, Any]]:
         """The pods of Kueue's pod group ``group`` that are not being deleted."""
-        out = self._get("pods", "-n", self.namespace, "-l", f"kueue.x-k8s.io/pod-group-name={group}") or {}
+        out = self._get("pods", "-n", self.namespace, "-l", f"{GROUP_NAME_LABEL}={group}") or {}
         return [p for p in out.get("items") or [] if not p["metadata"].get("deletionTimestamp")]
 
     def pods(self, job: str) -> list[dict[str, Any]]:

@@ -19,6 +19,10 @@ from fractions import Fraction
 from typing import Any
 
 from gputopo.api.group import GPU_RESOURCE
+from gputopo.control.facts import QUEUE_LABEL
+from gputopo.gangs.annotations import KUEUE_PREFERRED_TOPOLOGY as PREFERRED_TOPOLOGY
+from gputopo.gangs.annotations import KUEUE_REQUIRED_TOPOLOGY as REQUIRED_TOPOLOGY
+from gputopo.gangs.kueuemarks import TOPOLOGY_GATE
 from gputopo.sandbox.profiles import TIER0_LABEL, TIER1_LABEL
 
 __all__ = [
@@ -42,10 +46,6 @@ __all__ = [
 ]
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
-PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
-TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU_NODE_LABELS = {"nvidia.com/gpu.present": "true"}
 GPUTOPO_QUEUE = "gputopo"
