@@ -18,7 +18,14 @@ import pytest
 from kueue_sandbox import kueue_sandbox
 
 from gputopo.api.group import GPU_RESOURCE
-from gputopo.sandbox.harness import Jobs, OperatorProcess, namespace_jobs, namespaced_operator, training_job
+from gputopo.sandbox.harness import (
+    Jobs,
+    OperatorProcess,
+    namespace_jobs,
+    namespaced_operator,
+    priority_classes,
+    training_job,
+)
 from gputopo.sandbox.kueue_harness import HOLD_GATE, KueueJobs, batch_job, condition
 from gputopo.sandbox.kueue_queues import GPUTOPO_QUEUE, QUEUE_LABEL, cluster_queue, local_queue
 from gputopo.sandbox.testing import SandboxHandle
@@ -33,15 +40,12 @@ box = kueue_sandbox(NAME, nodes=2, profile="hgx-h100")
 
 @pytest.fixture(scope="module")
 def operator(box: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    classes = [
-        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
-        for n, v in ((LOW, 100), (HIGH, 1000))
-    ]
-    box.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": classes}))
     log_file = tmp_path_factory.mktemp("kueue-tj") / "operator.log"
-    with namespaced_operator(box.kubectl, box.kubeconfig, log_file, NS, {}) as proc:
+    with (
+        priority_classes(box.kubectl, {LOW: 100, HIGH: 1000}),
+        namespaced_operator(box.kubectl, box.kubeconfig, log_file, NS, {}) as proc,
+    ):
         yield proc
-    box.kubectl("delete", "priorityclass", LOW, HIGH, "--ignore-not-found", check=False)
 
 
 @pytest.fixture

@@ -14,26 +14,30 @@ from typing import Any
 
 import pytest
 
-from gputopo.sandbox.harness import Jobs, OperatorProcess, namespace_jobs, namespaced_operator, training_job
+from gputopo.sandbox.harness import (
+    Jobs,
+    OperatorProcess,
+    namespace_jobs,
+    namespaced_operator,
+    priority_classes,
+    training_job,
+)
 from gputopo.sandbox.testing import SandboxHandle
 
 NS = "preempt-test"
 GATE = "gputopo.io/placement"
 LOW, HIGH = "gputopo-test-research", "gputopo-test-prod"
-CLASSES = ((LOW, 100), (HIGH, 1000))
+CLASSES = {LOW: 100, HIGH: 1000}
 
 
 @pytest.fixture(scope="module")
 def operator(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    classes = [
-        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
-        for n, v in CLASSES
-    ]
-    sandbox.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": classes}))
     log_file = tmp_path_factory.mktemp("preemption") / "operator.log"
-    with namespaced_operator(sandbox.kubectl, sandbox.kubeconfig, log_file, NS, {}) as proc:
+    with (
+        priority_classes(sandbox.kubectl, CLASSES),
+        namespaced_operator(sandbox.kubectl, sandbox.kubeconfig, log_file, NS, {}) as proc,
+    ):
         yield proc
-    sandbox.kubectl("delete", "priorityclass", LOW, HIGH, "--ignore-not-found", check=False)
 
 
 @pytest.fixture

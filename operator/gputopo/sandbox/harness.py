@@ -28,6 +28,7 @@ __all__ = [
     "WaitTimeoutError",
     "namespace_jobs",
     "namespaced_operator",
+    "priority_classes",
     "training_job",
     "wait_for",
 ]
@@ -214,6 +215,18 @@ def namespaced_operator(
     # Delete while the operator runs: it releases its ConfigMap's daemon (and finalizer) as it goes.
     kubectl("delete", "namespace", namespace, "--wait=false", check=False)
     proc.stop()
+
+
+@contextmanager
+def priority_classes(kubectl: Kubectl, classes: Mapping[str, int]) -> Iterator[None]:
+    """The PriorityClasses ``classes`` (name: value) applied for the block, deleted after it."""
+    items = [
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
+        for n, v in classes.items()
+    ]
+    kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    yield
+    kubectl("delete", "priorityclass", *classes, "--ignore-not-found", check=False)
 
 
 @contextmanager
