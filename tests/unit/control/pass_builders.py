@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from control_builders import T0, at, pod
 
@@ -16,11 +17,11 @@ from gputopo.control.ledger import PlannedGang
 from gputopo.control.lifecycle import Config
 from gputopo.control.reconcile import PassInput, PassResult, PassRules, run_pass
 from gputopo.control.view import ClusterView
-from gputopo.gangs.model import Gang
+from gputopo.gangs.model import Gang, Member
 from gputopo.placement import DEFAULT_TIERS, place
 from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable, WorkerAssignment
 
-__all__ = ["CONFIG", "DRA", "actions_of", "gang", "placed", "planner", "run", "running"]
+__all__ = ["CONFIG", "DRA", "actions_of", "gang", "member_body", "placed", "planner", "run", "running"]
 
 CONFIG = Config(DEFAULT_TIERS, unschedulable_timeout=60, not_ready_grace=30)
 DRA = Config(DEFAULT_TIERS, unschedulable_timeout=60, not_ready_grace=30, gpu_allocation=GpuAllocation.DRA)
@@ -73,3 +74,14 @@ def planner(snapshot: Snapshot, gang: Gang) -> Placement | Unplaceable:
         return result
     workers = tuple(WorkerAssignment(ranks[w.rank], w.node, w.gpus, w.nics) for w in result.workers)
     return replace(result, workers=workers)
+
+
+def member_body(m: Member) -> dict[str, Any]:
+    """The pod body of a foreign gang's member: its name, uid, gates and GPU limit (the gang tests' pods)."""
+    return {
+        "metadata": {"name": m.pod, "namespace": "team", "uid": m.uid},
+        "spec": {
+            "schedulingGates": [{"name": g} for g in m.gates],
+            "containers": [{"name": "w", "resources": {"limits": {"nvidia.com/gpu": str(m.gpus)}}}],
+        },
+    }

@@ -12,7 +12,7 @@ import pytest
 from control_builders import at, cluster
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pass_builders import CONFIG, planner
+from pass_builders import CONFIG, member_body, planner
 
 from gputopo.api.nodetopology import LinkState
 from gputopo.control.facts import JobKey
@@ -36,16 +36,6 @@ def member(rank: int, gpus: int = 8, gates: Sequence[str] = (GATE,), node: str |
     return Member(f"train-{rank}-x{rank}", f"uid-{rank}", rank, gpus, tuple(gates), node, created=at(0), **kw)
 
 
-def body(m: Member) -> dict[str, Any]:
-    return {
-        "metadata": {"name": m.pod, "namespace": "team", "uid": m.uid},
-        "spec": {
-            "schedulingGates": [{"name": g} for g in m.gates],
-            "containers": [{"name": "w", "resources": {"limits": {"nvidia.com/gpu": str(m.gpus)}}}],
-        },
-    }
-
-
 def gang(*members: Member, size: int = 2, gpus: int = 8, **kw: Any) -> Gang:
     shape = kw.pop("shape", (gpus,) * size)
     return Gang(GANG, Declared(size, shape), tuple(members), owner=kw.pop("owner", OWNER), **kw)
@@ -58,7 +48,7 @@ def run(
     now: float = 10.0,
     timeout: float = 300.0,
 ) -> PassResult:
-    bodies = {m.uid: body(m) for g in gangs for m in g.members}
+    bodies = {m.uid: member_body(m) for g in gangs for m in g.members}
     given = GangInput({JobKey(g.id.key): g for g in gangs}, records, bodies, planner, timeout)
     return run_pass(PassInput({}, {}, view, at(now), gangs=given), PassRules(CONFIG, place))
 
@@ -397,7 +387,7 @@ def test_a_rank_that_ends_before_the_next_arrives_keeps_the_plan_for_it() -> Non
 def test_a_gang_the_pass_did_not_reach_writes_nothing_and_the_next_pass_plans_it() -> None:
     other = GangId("team", "job", "waits")
     first, second = gang(member(0), member(1)), replace(gang(member(0), member(1)), id=other)
-    bodies = {m.uid: body(m) for m in first.members}
+    bodies = {m.uid: member_body(m) for m in first.members}
     given = GangInput({KEY: first, JobKey(other.key): second}, {}, bodies, planner)
     one = Limits(placements=1)
     result = run_pass(PassInput({}, {}, two_nodes(), at(10), gangs=given), PassRules(CONFIG, place, one))

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from control_builders import at, cluster
-from pass_builders import CONFIG, planner
+from pass_builders import CONFIG, member_body, planner
 
 from gputopo.control.facts import JobKey
 from gputopo.control.gangactions import GangActions, RecordDeletion
@@ -58,20 +58,10 @@ def member(rank: int) -> Member:
     return Member(f"bare-{rank}", f"uid-{rank}", rank, 8, (GATE,), None, created=at(0))
 
 
-def body(m: Member) -> dict[str, Any]:
-    return {
-        "metadata": {"name": m.pod, "namespace": "team", "uid": m.uid},
-        "spec": {
-            "schedulingGates": [{"name": g} for g in m.gates],
-            "containers": [{"name": "w", "resources": {"limits": {"nvidia.com/gpu": str(m.gpus)}}}],
-        },
-    }
-
-
 def run(rec: GangRecord, now: float, pods: Sequence[Member] = (), retention: float = RETENTION) -> PassResult:
     """One pass at ``now`` over the record, with the gang's ``pods`` (none: no pod of it is left)."""
     gangs = {KEY: Gang(GANG, Declared(2, (8, 8)), tuple(pods), owner=None)} if pods else {}
-    bodies = {m.uid: body(m) for m in pods}
+    bodies = {m.uid: member_body(m) for m in pods}
     given = GangInput(gangs, {KEY: rec}, bodies, planner, record_retention=retention)
     return run_pass(PassInput({}, {}, view(), at(now), gangs=given), PassRules(CONFIG, place))
 

@@ -9,9 +9,9 @@ from datetime import datetime
 
 import pytest
 from control_builders import T0, at, cluster, job, pod
-from pass_builders import CONFIG, actions_of, placed, running
+from pass_builders import CONFIG, actions_of, member_body, placed, running
 from pass_builders import planner as gang_planner
-from test_gang_pass import KEY, OWNER, body, member, recorded, two_nodes
+from test_gang_pass import KEY, OWNER, member, recorded, two_nodes
 from test_gang_pass import gang as foreign_gang
 from test_gang_pass import run as run_gangs
 
@@ -252,7 +252,7 @@ def _running_gang(priority: int) -> tuple[Gang, GangRecord]:
 
 
 def _gang_input(g: Gang, record: GangRecord | None, **annotations: str) -> GangInput:
-    bodies = {m.uid: body(m) for m in g.members}
+    bodies = {m.uid: member_body(m) for m in g.members}
     for b in bodies.values():
         b["metadata"]["annotations"] = annotations
     records = {KEY: record} if record is not None else {}
