@@ -32,6 +32,7 @@ from gputopo.placement.preemption import (
     RunningGang,
     RunningIndex,
     plan_preemption,
+    victim_allowance,
 )
 from gputopo.placement.preemption.nominations import free_nominated, lapsed_nominations
 from gputopo.placement.types import Placement, Request, Snapshot
@@ -53,12 +54,15 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class PreemptionSettings:
     """``protection_seconds``: a gang preempted is not preempted again this long after; ``max_victims_per_pass``:
-    the gangs one pass may preempt; ``max_domains``: candidate domains searched per preemptor."""
+    the gangs one pass may preempt; ``max_victims_per_gang``: the gangs one preemptor may end, more than the pass's
+    budget only as the pass's first preemptor (a wide gang needing many small victims is served, not starved by
+    the pass's bound; it spends the pass's budget); ``max_domains``: candidate domains searched per preemptor."""
 
     enabled: bool = True
     protection_seconds: float = 300.0
     max_victims_per_pass: int = 16
     max_domains: int = 24
+    max_victims_per_gang: int = 64
 
 
 def gang_name(key: JobKey) -> str:
@@ -151,7 +155,9 @@ def decide(
 ) -> tuple[list[Decision], dict[JobKey, NoPreemption]]:
     """For each gang in ``wanting`` (in queue order) that may preempt and holds no nomination, the cheapest
     victims by topology, within the pass's victim budget; later preemptors of the pass see the victims of earlier
-    ones gone and their nominations held. Returns the decisions, and why no preemption helped the others."""
+    ones gone and their nominations held. The pass's first preemptor may take up to ``max_victims_per_gang``
+    victims even beyond the pass's budget; the others what is left of it. Returns the decisions, and why no
+    preemption helped the others."""
     budget = _Budget(settings.max_victims_per_pass)
     refused: dict[JobKey, NoPreemption] = {}
     running = {h.running.name: h for h in holders}
@@ -171,7 +177,7 @@ def decide(
         rules = PreemptionRules(
             now=now,
             protection_s=settings.protection_seconds,
-            max_victims=budget.victims,
+            max_victims=victim_allowance(settings.max_victims_per_pass, budget.victims, settings.max_victims_per_gang),
             max_domains=settings.max_domains,
         )
         result = plan_preemption(index, preemptor, rules=rules)

@@ -222,7 +222,12 @@ class Runtime:
         s = self.settings
         limits = Limits(s.starvation_seconds, s.placements_per_pass, s.pass_planning_seconds, time.perf_counter)
         preemption = (
-            PreemptionSettings(True, s.preemption_protection_seconds, s.preemption_max_victims_per_pass)
+            PreemptionSettings(
+                True,
+                s.preemption_protection_seconds,
+                s.preemption_max_victims_per_pass,
+                max_victims_per_gang=s.preemption_max_victims_per_gang,
+            )
             if s.preemption
             else None
         )

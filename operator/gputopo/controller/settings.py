@@ -99,6 +99,13 @@ class OperatorSettings(BaseSettings):
     preemption_max_victims_per_pass: int = Field(
         default=16, ge=1, le=1000, description="Gangs one control pass may preempt in all."
     )
+    preemption_max_victims_per_gang: int = Field(
+        default=64,
+        ge=1,
+        le=1000,
+        description="Gangs one preemptor may end; more than what is left of the pass's budget only as the "
+        "pass's first preemptor (so a wide gang needing many small victims is not starved by the pass's bound).",
+    )
     quarantine_seconds: float = Field(
         default=60.0, ge=0, description="A link, NIC or GPU seen failing is avoided by new plans this long."
     )

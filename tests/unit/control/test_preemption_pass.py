@@ -211,6 +211,31 @@ def test_a_gang_never_preempts_one_that_preempted_it() -> None:
     assert step([low, high], pods, view(*pods)).nominated == {}
 
 
+def _two_halves() -> tuple[list[JobFacts], list[PodFacts]]:
+    """Two four-GPU research jobs sharing n0: an eight-GPU preemptor needs both gone."""
+    jobs, pods = [], []
+    for name, gpus in (("low-a", [0, 1, 2, 3]), ("low-b", [4, 5, 6, 7])):
+        status = running(placed([("n0", gpus)]))
+        status.conditions = []
+        low = tj(name, "research", status, gpus=4)
+        jobs.append(low)
+        pods.append(pod(low, 0, node="n0", gpus=tuple(gpus), phase="Running"))
+    return jobs, pods
+
+
+@pytest.mark.parametrize(("per_gang", "nominated"), [(2, True), (1, False)])
+def test_the_passs_first_preemptor_may_take_more_victims_than_the_pass_budget(per_gang: int, nominated: bool) -> None:
+    """A pass budget of one victim: the first preemptor still ends the two gangs it needs, up to its own bound."""
+    lows, pods = _two_halves()
+    settings = PreemptionSettings(max_victims_per_pass=1, max_victims_per_gang=per_gang)
+    result = step([*lows, tj("high", "prod")], pods, view(*pods), settings=settings)
+    assert (HIGH in result.nominated) is nominated
+    if nominated:
+        mine = actions_of(result, "high")
+        assert mine.status is not None and mine.status.nomination is not None
+        assert mine.status.nomination.victims == ["default/low-a", "default/low-b"]
+
+
 def test_without_preemption_nothing_is_nominated() -> None:
     low, pods = low_running()
     assert step([low, tj("high", "prod")], pods, view(*pods), settings=None).nominated == {}

@@ -16,6 +16,7 @@ from gputopo.placement.preemption import (
     hold_nominations,
     lapsed_nominations,
     plan_preemption,
+    victim_allowance,
 )
 
 NOW = PreemptionRules(now=10_000.0)
@@ -238,6 +239,15 @@ def test_victims_limited_per_pass() -> None:
     assert isinstance(plan_preemption(snap, preemptor(1, 8), gangs, NOW), PreemptionPlan)
     result = plan_preemption(snap, preemptor(1, 8), gangs, PreemptionRules(now=NOW.now, max_victims=4))
     assert isinstance(result, NoPreemption) and "within 4 victims" in result.reason
+
+
+@pytest.mark.parametrize(
+    ("left", "per_gang", "allowed"),
+    [(16, 64, 64), (16, 8, 8), (15, 64, 15), (3, 2, 2), (0, 64, 0)],
+)
+def test_victim_allowance_past_the_budget_only_for_a_passs_first(left: int, per_gang: int, allowed: int) -> None:
+    """A pass budget of 16: its first preemptor (16 left) may take up to its own bound, later ones what is left."""
+    assert victim_allowance(16, left, per_gang) == allowed
 
 
 def test_never_part_of_a_gang() -> None:

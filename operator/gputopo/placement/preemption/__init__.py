@@ -14,6 +14,7 @@ from gputopo.placement.preemption.gangs import (
     Preemptor,
     RunningGang,
     gpus_by_node,
+    victim_allowance,
 )
 from gputopo.placement.preemption.index import RunningIndex
 from gputopo.placement.preemption.nominations import hold_nominations, lapsed_nominations
@@ -36,5 +37,6 @@ __all__ = [
     "hold_nominations",
     "lapsed_nominations",
     "plan_preemption",
+    "victim_allowance",
     "victim_refusal",
 ]

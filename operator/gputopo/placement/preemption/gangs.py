@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from gputopo.api.clusterfile import PreemptionPolicy
 from gputopo.placement.types import Placement, Request
 
-__all__ = ["Nomination", "PreemptionPolicy", "PreemptionRules", "Preemptor", "RunningGang", "gpus_by_node"]
+__all__ = [
+    "Nomination",
+    "PreemptionPolicy",
+    "PreemptionRules",
+    "Preemptor",
+    "RunningGang",
+    "gpus_by_node",
+    "victim_allowance",
+]
 
 
 def gpus_by_node(placement: Placement) -> dict[str, frozenset[int]]:
@@ -91,8 +99,8 @@ class Nomination:
 class PreemptionRules:
     """The no-thrash rules and the search's bounds.
 
-    ``protection_s``: a gang preempted is not preempted again this long after. ``max_victims``: gangs one
-    pass may preempt (the caller passes what is left of its pass's budget). ``max_domains``: candidate
+    ``protection_s``: a gang preempted is not preempted again this long after. ``max_victims``: gangs this
+    preemptor may end (a pass passes ``victim_allowance``). ``max_domains``: candidate
     domains whose victim sets are worked out, cheapest bound first. ``moved_work_share``: the share of its
     lost work a victim counts when it can be re-placed at once elsewhere at no worse bus bandwidth (it loses
     its work since the checkpoint, but no time in the queue). ``near_share`` and ``near_gpu_s``: plans of the
@@ -103,8 +111,17 @@ class PreemptionRules:
 
     now: float = 0.0
     protection_s: float = 300.0
-    max_victims: int = 16
+    max_victims: int = 64
     max_domains: int = 24
     moved_work_share: float = 0.5
     near_share: float = 0.2
     near_gpu_s: float = 900.0
+
+
+def victim_allowance(per_pass: int, left: int, per_gang: int) -> int:
+    """The victims a pass's next preemptor may take: up to ``per_gang``, and more than the ``left`` of the pass's
+    budget of ``per_pass`` only as its first preemptor. A bound per pass alone would starve a wide gang whose
+    only room is under many small gangs (a 64-tray gang amid 2-tray jobs needs 30 of them): it would wait for
+    them to end, however high its priority. The first preemptor spends the budget; the pass ends at most
+    ``max(per_pass, per_gang)`` gangs."""
+    return per_gang if left >= per_pass else min(left, per_gang)
