@@ -37,6 +37,25 @@ def test_high_priority_waits_only_the_grace_period(policy: str) -> None:
     assert summary["high_wait_p99_s"] == 30.0 and summary["jobs_never_placed"] == 0
 
 
+@pytest.mark.parametrize("policy", ["gputopo", "priority-only"])
+def test_waiting_behind_its_own_class_is_told_apart(policy: str) -> None:
+    """high-b arrives while high-a holds one node and low the other: it waits low's grace period, behind lower
+    priority. high-c arrives at 400 s when both nodes hold high jobs: no preemption may help it, and its wait
+    until high-a ends at 1,000 s is all behind its own class."""
+    trace = [
+        _job("high-a", 0, 1_000, 8, 10),
+        _job("low", 0, 10_000, 8, 0),
+        _job("high-b", 100, 10_000, 8, 10, grace_period_s=30.0),
+        _job("high-c", 400, 100, 8, 10),
+    ]
+    report = replay(snapshot(node("n0"), node("n1")), trace, PREEMPTION_POLICIES[policy])
+    got = {o.job: (o.wait, o.behind_own_class, o.wait_behind_lower) for o in report.outcomes}
+    assert got["high-b"] == (30.0, 0.0, 30.0)
+    assert got["high-c"] == (600.0, 600.0, 0.0)
+    summary = report.summary("high")
+    assert summary["high_wait_p99_s"] == 600.0 and summary["high_wait_behind_lower_p99_s"] == 30.0
+
+
 def test_without_preemption_high_priority_waits_for_a_departure() -> None:
     report = replay(snapshot(node("n0"), node("n1")), TRACE, PREEMPTION_POLICIES["none"])
     waits = {o.job: o.wait for o in report.outcomes}

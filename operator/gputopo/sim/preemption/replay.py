@@ -6,7 +6,9 @@ is tried again (jobs behind a blocked one may start: backfill). A job the engine
 ``none``: never): its victims end after their grace period, and the GPUs planned for it are held for it
 meanwhile (its nomination), so nothing else takes them; it starts when they are free. A victim goes back to
 the queue, in its priority's place, and resumes from its last checkpoint; what it ran since is lost. No clock
-is read: time is the trace's.
+is read: time is the trace's. Under a preempting policy each job's wait is split: the time it would not have fit
+even with every lower-priority gang ended (its own class or higher filled the cluster, and no preemption may
+end them) and the rest, while lower-priority gangs stood in its way, which is what preemption answers for.
 
 Two replays of one trace under different policies soon run different clusters (other victims, other jobs
 waiting), so their totals mix the choice of victims with where the replay went. A ``shadow`` policy is asked
@@ -23,7 +25,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from gputopo.placement.engine import place
-from gputopo.placement.preemption.gangs import Nomination, PreemptionRules, Preemptor, RunningGang
+from gputopo.placement.preemption.gangs import (
+    Nomination,
+    PreemptionRules,
+    Preemptor,
+    RunningGang,
+    victim_allowance,
+)
 from gputopo.placement.preemption.victims import NoPreemption, PreemptionPlan, plan_preemption
 from gputopo.placement.types import Placement, Request, Snapshot
 from gputopo.sim.preemption.priority_only import preempt_by_priority
@@ -70,6 +78,14 @@ class PriorityOutcome:
     wait: float  # from arrival to its first start
     busbw_gbps: float  # at its first start
     preempted: int = 0  # times it was preempted
+    # Seconds of ``wait`` when it would not have fit even with every lower-priority gang ended: its own class
+    # or higher filled the cluster, and no preemption may shorten that.
+    behind_own_class: float = 0.0
+
+    @property
+    def wait_behind_lower(self) -> float:
+        """The seconds it waited while lower-priority gangs stood in its way: what preemption answers for."""
+        return max(0.0, self.wait - self.behind_own_class)
 
 
 @dataclass(slots=True)
@@ -87,12 +103,14 @@ class PreemptionReport:
         """The figures of the class ``high``, the cost to everyone else, and the shadow's on the same states."""
         mine = [o for o in self.outcomes if o.priority_class == high]
         waits = sorted(o.wait for o in mine)
+        behind_lower = sorted(o.wait_behind_lower for o in mine)
         comm = [o.busbw_gbps for o in mine if o.gpus > 1]
         return {
             "high_jobs_placed": len(mine),
             "high_jobs_never_placed": self.never_placed.get(high, 0),
             "high_wait_p50_s": _quantile(waits, 0.5),
             "high_wait_p99_s": _quantile(waits, 0.99),
+            "high_wait_behind_lower_p99_s": _quantile(behind_lower, 0.99),
             "high_mean_busbw_GBps": statistics.fmean(comm) if comm else None,
             "preemptions": self.preemptions,
             "victims_movable": self.movable,
@@ -168,6 +186,7 @@ def replay(
     *,
     protection_s: float = 600.0,
     max_victims_per_pass: int = 16,
+    max_victims_per_gang: int = 64,
     preemptors_per_pass: int = 2,
     on_event: Callable[[int, int], None] | None = None,
     shadow: Preempt | None = None,
@@ -187,7 +206,24 @@ def replay(
     preempted_at: dict[int, float] = {}
     preempted_by: dict[int, set[str]] = {}
     times_preempted = [0] * len(trace)
+    behind = [0.0] * len(trace)  # before its first start, seconds its own class or higher filled the cluster
+    behind_since: dict[int, float] = {}
     done, total = 0, len(events)
+
+    def fits_without_lower(j: int) -> bool:
+        """Whether job ``j`` would place with every gang of lower priority ended (nominations still held)."""
+        priority, freed = trace[j].priority, snapshot
+        lower = [run.placement for k, run in runs.items() if trace[k].priority < priority]
+        if not lower:
+            return False  # the engine just refused it on this very cluster
+        for placement in lower:
+            freed = freed.release(placement)
+        return isinstance(place(freed, _request(trace[j])), Placement)
+
+    def unblock(j: int, now: float) -> None:
+        since = behind_since.pop(j, None)
+        if since is not None:
+            behind[j] += now - since
 
     def gang(i: int, now: float) -> RunningGang:
         job, run = trace[i], runs[i]
@@ -197,6 +233,7 @@ def replay(
                            job.min_runtime_s, preempted_at.get(i), frozenset(preempted_by.get(i, ())))  # fmt: skip
 
     def start(i: int, placement: Placement, now: float) -> None:
+        unblock(i, now)
         generation[i] += 1
         runs[i] = _Run(placement, now, progress[i], generation[i])
         heapq.heappush(events, (now + trace[i].job.duration - progress[i], _END, i, generation[i]))
@@ -227,13 +264,19 @@ def replay(
                 start(j, result, now)
                 running = None
                 continue
+            if policy.choose is not None and j not in first:
+                if fits_without_lower(j):
+                    unblock(j, now)
+                else:
+                    behind_since.setdefault(j, now)
             if policy.choose is None or budget <= 0 or preemptors <= 0:
                 continue
             if running is None:
                 running = [gang(k, now) for k in runs]
             job = trace[j]
             wanted = Preemptor(request, job.priority, job.policy, frozenset(preempted_by.get(j, ())))
-            rules = PreemptionRules(now=now, protection_s=protection_s, max_victims=budget)
+            allowance = victim_allowance(max_victims_per_pass, budget, max_victims_per_gang)
+            rules = PreemptionRules(now=now, protection_s=protection_s, max_victims=allowance)
             plan = policy(snapshot, wanted, running, rules)
             if not isinstance(plan, PreemptionPlan):
                 continue
@@ -265,6 +308,7 @@ def replay(
                 queue[k] = now
                 grace = max(grace, trace[k].grace_period_s)
             del queue[j]
+            unblock(j, now)
             snapshot = snapshot.reserve(plan.placement)
             starting[j] = (plan.placement, now + grace)
             heapq.heappush(events, (now + grace, _START, j, 0))
@@ -276,7 +320,7 @@ def replay(
         if on_event is not None:
             on_event(done, total)
     report.outcomes = [
-        PriorityOutcome(o.job, o.priority_class, o.gpus, o.wait, o.busbw_gbps, times_preempted[i])
+        PriorityOutcome(o.job, o.priority_class, o.gpus, o.wait, o.busbw_gbps, times_preempted[i], behind[i])
         for i, o in sorted(first.items())
     ]
     for j in queue:
