@@ -286,6 +286,25 @@ def test_whole_cluster_when_cheaper_at_no_worse_bandwidth(node_type: str, victim
         assert plan.placement.busbw_gbps == place(snapshot(nodes[0], nodes[1]), preemptor(2, 8).request).busbw_gbps
 
 
+def test_across_spines_when_one_spine_would_need_a_higher_priority_victim() -> None:
+    """Spine a holds a low gang and a mid one; spine b a low gang and a gang of the preemptor's own priority. One
+    spine (the better bus bandwidth) is cleared only by ending the mid gang; across the spines the two low gangs
+    suffice. Priority comes first: the two low gangs go, though the gang then crosses the spines."""
+    nodes = [node(f"{s}{i}").leaf(f"leaf-{s}", f"spine-{s}") for s in "ab" for i in range(2)]
+    gangs = [
+        gang("a-low", 0).on("a0", *range(8)).started(9_000),
+        gang("a-mid", 5).on("a1", *range(8)).started(9_000),
+        gang("b-low", 0).on("b0", *range(8)).started(0),
+        gang("b-peer", 10).on("b1", *range(8)).started(0),
+    ]
+    snap, running_gangs = running(snapshot(*nodes), *gangs)
+    wanted = preemptor(2, 8, priority=10)
+    plan = _plan(plan_preemption(snap, wanted, running_gangs, NOW))
+    assert _names(plan) == ["a-low", "b-low"] and plan.cost.highest_priority == 0
+    one_spine = place(snapshot(nodes[0], nodes[1]), wanted.request)
+    assert isinstance(one_spine, Placement) and plan.placement.busbw_gbps < one_spine.busbw_gbps
+
+
 def test_a_wide_gang_costs_a_one_node_domain_all_its_work() -> None:
     """A four-node gang (64,000 GPU-s lost) and a one-node gang (40,000). A one-node preemptor ending the wide
     gang loses all of its work, not the quarter on that node: the one-node gang's node is searched before the

@@ -25,7 +25,8 @@ freed:
 The whole cluster is searched last, since one engine call there costs as much as every switch's together:
 when no smaller domain holds the gang, or when its bound is cheaper than the best plan found; then its plan
 is kept only at no worse bus bandwidth than that plan (a gang whose bandwidth the nodes bound anyway need not
-lose four times the work to stay under one switch).
+lose four times the work to stay under one switch), unless its victims are of lower priority than that plan's:
+priority comes first.
 """
 
 from __future__ import annotations
@@ -466,13 +467,17 @@ def plan_preemption(
         if cleared is None:
             return
         chosen, placement = cleared
+        cost = search.cost(domain, chosen, placement, set())
         if domain.level == CLUSTER and found:
             # Searched after a smaller domain's plan only because its bound is cheaper: kept only at no worse
-            # bus bandwidth than the plan it would replace, so less work lost never costs the preemptor bandwidth.
+            # bus bandwidth than the plan it would replace, so less work lost never costs the preemptor bandwidth;
+            # but a plan that spares the victims' priority (only low gangs where the switch needed mid ones) is
+            # kept: priority comes first in the cost, before work and bandwidth.
             best = min(found, key=lambda f: (f.cost, -f.placement.busbw_gbps, f.domain.rank))
-            if placement.busbw_gbps < best.placement.busbw_gbps - 1e-6:
+            spares = cost.highest_priority < best.cost.highest_priority
+            if placement.busbw_gbps < best.placement.busbw_gbps - 1e-6 and not spares:
                 return
-        found.append(_Found(chosen, placement, search.cost(domain, chosen, placement, set()), domain, ()))
+        found.append(_Found(chosen, placement, cost, domain, ()))
 
     whole = [(level, domain) for level, domain in leveled if domain.level == CLUSTER]
     for bound, domain in _cheapest_first(search, [x for x in leveled if x[1].level != CLUSTER]):
