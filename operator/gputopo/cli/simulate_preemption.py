@@ -80,7 +80,8 @@ def run_preemption(
     def line(name: str, s: dict[str, Any]) -> str:
         busbw = s["high_mean_busbw_GBps"]
         return (
-            f"{name:<14} {high} wait p50 {s['high_wait_p50_s'] or 0:.0f}s p99 {s['high_wait_p99_s'] or 0:.0f}s  "
+            f"{name:<14} {high} wait p50 {s['high_wait_p50_s'] or 0:.0f}s p99 {s['high_wait_p99_s'] or 0:.0f}s "
+            f"(behind lower priority {s['high_wait_behind_lower_p99_s'] or 0:.0f}s)  "
             f"bus bandwidth {busbw or 0:.1f} GB/s  preemptions {s['preemptions']} (movable {s['victims_movable']})  "
             f"victim GPU-hours lost {s['victim_gpu_hours_lost']:.1f}  never placed {s['jobs_never_placed']}"
         )

@@ -41,6 +41,7 @@ def test_simulate_preemption_json(tmp_path: Path) -> None:
     assert doc["highClass"] == "urgent"
     ours, none = doc["policies"]["gputopo"], doc["policies"]["none"]
     assert ours["high_wait_p99_s"] == 20.0 and ours["preemptions"] == 1
+    assert ours["high_wait_behind_lower_p99_s"] == 20.0  # its victim's grace: the cluster was not full of its own class
     assert ours["victim_gpu_hours_lost"] == pytest.approx(8 * 400 / 3600)  # "a", checkpointed at 600 s
     assert none["high_wait_p99_s"] == 9000.0 and none["preemptions"] == 0
 
@@ -49,7 +50,7 @@ def test_simulate_preemption_text_and_plot(tmp_path: Path) -> None:
     plot = tmp_path / "p.png"
     result = runner.invoke(app, [*_args(tmp_path), "--preemption", "gputopo", "--plot", str(plot)])
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("gputopo        urgent wait p50 20s p99 20s")
+    assert result.stdout.startswith("gputopo        urgent wait p50 20s p99 20s (behind lower priority 20s)")
     assert plot.stat().st_size > 0
 
 
