@@ -524,11 +524,9 @@ _ANNOUNCED: dict[str, tuple[Literal["Normal", "Warning"], str]] = {
 
 def _announce(gang: Gang, before: GangRecord, after: GangRecord, actions: GangActions) -> None:
     """An Event on the owner when the gang's phase changes to one a user wants to hear of (or a fault that is
-    only reported changes). A gang bound as its plan said is not announced again: the plan's ``GangPlaced`` said
-    where its ranks go, and kube-scheduler tells each pod's binding; under a burst each Event is one more write
-    the API server takes while gangs wait for theirs."""
+    only reported changes)."""
     changed = (before.phase, before.message) != (after.phase, after.message)
-    if not changed or (before.phase, after.phase) == (Phase.PLANNED, Phase.RUNNING):
+    if not changed:
         return
     if after.phase == Phase.RELEASED and after.released_with is None:
         return  # every pod ended (its job is done, or its evicted pods are being made again): nothing incomplete

@@ -27,7 +27,6 @@ from datetime import UTC, datetime, timedelta
 from gputopo.control.actions import JobActions
 from gputopo.control.dra import GpuAllocation
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
-from gputopo.control.gangreports import HeldReports
 from gputopo.control.ledger import Ledger, PlannedGang
 from gputopo.control.lifecycle import Config
 from gputopo.control.memory import Memory, Release
@@ -87,7 +86,6 @@ class Runtime:
     placement_cache: PlacementCache = field(default_factory=PlacementCache)
     turns: NodeTurns = field(default_factory=NodeTurns)  # devicePlugin mode: see ``turns``
     gangs: GangSide | None = None  # the gangs gputopo places without owning them (``settings.gangs``)
-    gang_reports: HeldReports = field(default_factory=HeldReports)  # their reports held while plans go out
 
     writer: Writer = field(init=False)
 
@@ -257,18 +255,13 @@ class Runtime:
             self._poke_when_reports_due(due)
 
     def _start_gangs(self, result: PassResult) -> None:
-        """The foreign gangs' writes, each on a task of its own; their new plans are in the ledger from now. A gang
-        that only reports waits while new plans' writes go out (``HeldReports``), as the jobs' reports do."""
+        """The foreign gangs' writes, each on a task of its own; their new plans are in the ledger from now."""
         if self.gangs is None:
             return
         for plan in result.gang_plans:
             self.ledger.reserve(plan)
-        placing = bool(self.placing or self.gangs.placing or result.gang_plans)
-        start, due = self.gang_reports.sort(result.gang_actions, placing, time.monotonic())
-        for actions in start:
+        for actions in result.gang_actions:
             self.gangs.start(actions, self.writer.gate)
-        if due is not None:
-            self._poke_when_reports_due(due)
 
     def _poke_when_reports_due(self, delay: float) -> None:
         """One timed poke for the reports held, not one more per pass while they wait: a pending one that

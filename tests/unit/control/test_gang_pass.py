@@ -404,25 +404,6 @@ def test_a_gang_the_pass_did_not_reach_writes_nothing_and_the_next_pass_plans_it
     assert actions(after, JobKey(other.key)).record is not None
 
 
-def test_a_gang_bound_as_planned_is_announced_once_when_placed_and_not_again_when_running() -> None:
-    placed = run([gang(member(0), member(1))], two_nodes())
-    assert [e.reason for _, e in actions(placed).events] == ["GangPlaced"]
-    record = recorded(placed)
-    bound = [member(r, gates=(), node=record.plan[r].node) for r in range(2)]
-    result = run([gang(*bound)], two_nodes(), {KEY: record})
-    assert recorded(result).phase == "Running"
-    assert actions(result).events == []
-
-
-def test_a_gang_running_again_after_something_else_than_its_plan_is_announced() -> None:
-    record = recorded(run([gang(member(0), member(1))], two_nodes()))
-    bound = [member(r, gates=(), node=record.plan[r].node) for r in range(2)]
-    unplaceable = replace(record, phase="Unplaceable", message="no room")
-    result = run([gang(*bound)], two_nodes(), {KEY: unplaceable})
-    assert recorded(result).phase == "Running"
-    assert [e.reason for _, e in actions(result).events] == ["GangRunning"]
-
-
 def test_the_plans_record_already_says_what_it_waits_for_so_the_next_step_writes_no_status() -> None:
     whole = run([gang(member(0), member(1))], two_nodes())
     record = recorded(whole)

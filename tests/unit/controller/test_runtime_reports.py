@@ -1,5 +1,5 @@
-"""Reports held while gangs' writes go out (the jobs' and the foreign gangs'): one timed poke for them, however many
-passes hold them; and how long gangs wait for an API slot."""
+"""Reports held while gangs' writes go out: one timed poke for them, however many passes hold them; and how long
+gangs wait for an API slot."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Any, cast
 from gputopo.api.trainingjob import TrainingJobStatus
 from gputopo.control.actions import JobActions
 from gputopo.control.facts import JobKey, job_facts
-from gputopo.control.gangactions import GangActions
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.reconcile import PassResult
 from gputopo.controller.metrics import Metrics
@@ -85,19 +84,5 @@ def test_a_gang_s_wait_for_an_api_slot_is_measured() -> None:
         waited = samples.get_sample_value("gputopo_gang_slot_wait_seconds_sum") or 0.0
         assert 0.04 <= waited < 0.5, waited
         assert client.pods == ["first-0", "second-0"]
-
-    asyncio.run(main())
-
-
-def test_a_foreign_gang_s_report_waits_while_a_plan_s_writes_go_out_and_pokes_when_due() -> None:
-    async def main() -> None:
-        rt = Runtime(OperatorSettings(gangs=True), cast(KubeClient, object()), place, metrics=Metrics())
-        assert rt.gangs is not None
-        rt.gangs.placing = 1  # a gang's new plan is going out
-        report = GangActions(JobKey(("ml", "podgroup/g")), "ml", "podgroup-g", status={"phase": "Running"})
-        rt._start_gangs(PassResult(gang_actions=[report]))
-        assert not rt.gangs.writing  # no write of it started
-        assert list(rt.gang_reports.since) == [report.key] and rt.report_timer is not None
-        await rt.drain()
 
     asyncio.run(main())
