@@ -53,6 +53,9 @@ NOTES = [
     "Bus bandwidth: `gputopo.topology.estimate_gang` on the GPUs each pod got (the fake probes' NodePodGpus "
     "report; the device plugin's choice where nothing was planned) with the operator's tier oversubscription, "
     "the same estimator for every way; mean over jobs of more than one GPU.",
+    "API server writes until settled: the API server's own count (`apiserver_request_total`, POST, PUT, PATCH, "
+    "DELETE) from just before the way's submission until it settled, whoever wrote: the submission, kube-scheduler, "
+    "the kube-controller-manager, kwok, the probes, the operator.",
     "Idle in partial gangs: the GPUs of a pod count from the moment it is seen bound until every pod of its gang "
     "is Running (or until the way settled), summed over pods and integrated over time. kube-scheduler holds a "
     "gang's pods at Permit until the whole group fits and binds none before: GPUs it reserves that way are not "

@@ -117,6 +117,7 @@ def _table(report: dict[str, Any]) -> list[str]:
     row("partial gangs when settled", lambda w: str(ways[w]["partial_gangs_at_end"]))
     row("settled after (s)", lambda w: f"{fmt(ways[w]['settled_after_s'])} ({ways[w]['settled_because']})")
     row("`kubectl create` of the trace (s)", lambda w: fmt(ways[w]["submit_seconds"]))
+    row("API server writes until settled", lambda w: str(ways[w].get("api_writes_total", "-")))
     return lines
 
 

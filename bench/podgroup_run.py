@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from api_metrics import api_writes
 from gang_trace import BASELINE_LABEL, Job
 from gputopo.api.group import GPU_RESOURCE, LABEL_RANK
 from gputopo.gangs.model import GATE
@@ -157,8 +158,10 @@ def run_way(way: Way, on: TraceRun, log: Callable[[str], None]) -> dict[str, Any
     clock = Stamper(on.core, on.custom, way.namespace, way.selector, jobs_too=way.owner_jobs).start()
     time.sleep(1.0)  # the watch is open before anything is submitted
     log(f"{way.name}: submitting {len(way.manifest['items'])} objects")
+    writes_before = api_writes(on.box)
     run = submit_and_settle(on.box, way.manifest, clock.running, expected, on.args)
     end = time.monotonic()
+    writes = api_writes(on.box) - writes_before  # everyone's: the submission, kube-scheduler, kwok, the operator
     clock.stop()
     stamps, job_stamps = clock.snapshot()
     running_at, nodes = clock.running_on()
@@ -200,5 +203,7 @@ def run_way(way: Way, on: TraceRun, log: Callable[[str], None]) -> dict[str, Any
         "pods_reported_by_probes": reported,
         "pods_gpus_from_lowest_free_indices": fallbacks,
         "placer_vs_recomputed_busbw_max_abs_gbps": max(deltas) if deltas else None,
+        "api_writes_total": sum(writes.values()),
+        "api_writes": dict(writes.most_common()),
         "jobs": rows,
     }

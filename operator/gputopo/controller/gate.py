@@ -7,7 +7,9 @@ room. ``asyncio.Semaphore`` lets its waiters in first come, first served only.
 A free slot is not room enough: the API server, not the number of requests in flight, is what a burst waits
 for, so a waiter is let in only while nobody of a more urgent priority holds a slot or waits for one. A waiter
 that has waited ``patience`` seconds is let in at the next free slot anyway, so a steady stream of urgent
-work delays the rest but never stops it.
+work delays the rest but never stops it. Nor is a waiting line a reason to wait: an arrival more urgent than
+everyone waiting takes a free slot at once (an Event waiting for a status write to go through does not hold up a
+gang's placement while slots are free).
 """
 
 from __future__ import annotations
@@ -63,7 +65,9 @@ class PriorityGate:
             return
         waiter = _Waiter(priority, next(self._arrivals), self._clock(), asyncio.get_running_loop().create_future())
         heapq.heappush(self._waiting, waiter)
-        self._wake_later()
+        # Slots may be free while less urgent waiters wait for more urgent holders: one more urgent than them
+        # goes in now, not at the next release.
+        self._let_in()
         try:
             await waiter.future
         except asyncio.CancelledError:

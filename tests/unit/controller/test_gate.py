@@ -95,6 +95,28 @@ def test_the_less_urgent_wait_while_the_more_urgent_hold_slots_even_with_slots_f
     assert asyncio.run(main()) == ["update waits", "update in"]
 
 
+def test_a_more_urgent_arrival_takes_a_free_slot_at_once_past_less_urgent_waiters() -> None:
+    """An Event waits while a status write holds a slot; a gang's placement arriving then finds slots free and
+    nobody more urgent: it goes in now, not when the status write is through."""
+
+    async def main() -> tuple[bool, bool]:
+        gate = PriorityGate(4, patience=60.0)
+        await gate.acquire(1)  # held throughout
+        event = asyncio.create_task(gate.acquire(2))
+        await asyncio.sleep(0)
+        placement = asyncio.create_task(gate.acquire(0))
+        await asyncio.sleep(0.01)
+        seen = placement.done(), event.done()
+        placement.cancel()  # without the slot taken, the Event stays behind the waiting placement
+        gate.release(1)
+        if placement.done() and not placement.cancelled():
+            gate.release(0)
+        await asyncio.wait_for(event, timeout=1)  # let in once the more urgent are through
+        return seen
+
+    assert asyncio.run(main()) == (True, False)
+
+
 def test_a_waiter_out_of_patience_gets_the_next_free_slot() -> None:
     async def main() -> bool:
         gate = PriorityGate(2, patience=0.05)
