@@ -28,14 +28,15 @@ from gputopo.gangs.model import Gang
 from gputopo.placement.preemption import PreemptionPolicy, RunningGang, held_placement
 from gputopo.placement.types import Snapshot
 
-__all__ = ["gang_holder", "gang_policy", "job_holder"]
+__all__ = ["gang_holder", "gang_policy", "job_holder", "protection"]
 
 
 def _seconds(when: datetime | None) -> float | None:
     return when.timestamp() if when is not None else None
 
 
-def _protection(record: PreemptionStatus | None) -> tuple[float | None, frozenset[str]]:
+def protection(record: PreemptionStatus | None) -> tuple[float | None, frozenset[str]]:
+    """When the gang was last preempted (seconds) and by whom, from its status."""
     if record is None:
         return None, frozenset()
     return _seconds(record.last_preempted_at), frozenset(record.preempted_by)
@@ -51,7 +52,7 @@ def job_holder(
         held = held_placement(snapshot, [(w.node, w.gpus) for w in placement.workers])
     except KeyError:
         return None
-    preempted_at, preempted_by = _protection(job.status.preemption)
+    preempted_at, preempted_by = protection(job.status.preemption)
     terms = job.spec.preemption
     return Holder(
         job.key,
@@ -120,7 +121,7 @@ def gang_holder(
     declared_off = _first(gang, bodies, lambda b: _annotations(b).get(ANNOTATION_PREEMPTIBLE)) == "false"
     preemptible = not declared_off and (gang.owner is not None or gang.evict_bare)
     checkpoint = _first(gang, bodies, lambda b: parse_time(_annotations(b).get(ANNOTATION_CHECKPOINT_TIME)))
-    preempted_at, preempted_by = _protection(record.preemption)
+    preempted_at, preempted_by = protection(record.preemption)
     return Holder(
         JobKey(gang.id.key),
         RunningGang(

@@ -88,6 +88,7 @@ class Wanting:
     priority: int
     policy: PreemptionPolicy
     preempted_by: frozenset[str] = frozenset()
+    preempted_at: float | None = None  # when it was last preempted (seconds): it preempts nobody while protected
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +174,8 @@ def decide(
         if index is None:
             index = RunningIndex(snapshot, (h.running for h in running.values()), held.values())
         name = gang_name(want.key)
-        preemptor = Preemptor(replace(want.request, name=name), want.priority, want.policy, want.preempted_by)
+        request = replace(want.request, name=name)
+        preemptor = Preemptor(request, want.priority, want.policy, want.preempted_by, want.preempted_at)
         rules = PreemptionRules(
             now=now,
             protection_s=settings.protection_seconds,

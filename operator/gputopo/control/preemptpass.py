@@ -11,14 +11,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from gputopo.api.conditions import PLACED
-from gputopo.api.preemption import NominationStatus
+from gputopo.api.preemption import NominationStatus, PreemptionStatus
 from gputopo.api.trainingjob import JobPhase, TrainingJobStatus
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.gangpass import GangPass
 from gputopo.control.gangrecords import status_of
 from gputopo.control.gangstep import Phase, involved
 from gputopo.control.gangstep import preempt as preempt_gang
-from gputopo.control.holders import gang_holder, gang_policy, job_holder
+from gputopo.control.holders import gang_holder, gang_policy, job_holder, protection
 from gputopo.control.lifecycle import TERMINAL, Config, JobStep, nominate
 from gputopo.control.lifecycle import preempt as preempt_job
 from gputopo.control.preemptions import (
@@ -226,18 +226,17 @@ class PreemptionPass:
         if found is None or found.policy is PreemptionPolicy.NEVER:
             return None
         request: Request | None = outcome.queued.request
-        by: frozenset[str] = frozenset()
+        record: PreemptionStatus | None = None
         if key in self.jobs:
             record = self.steps[key].status.preemption if key in self.steps else None
-            by = frozenset(record.preempted_by) if record is not None else frozenset()
         elif self.gangs is not None and key in self.gangs.given.gangs:
             requester = self.gangs.given.requester
             request = requester(self.gangs.given.gangs[key]) if requester is not None else None
             record = self.gangs.steps[key].record.preemption if key in self.gangs.steps else None
-            by = frozenset(record.preempted_by) if record is not None else frozenset()
         if request is None:
             return None
-        return Wanting(key, request, found.value, found.policy, by)
+        at, by = protection(record)
+        return Wanting(key, request, found.value, found.policy, by, at)
 
     def _holders(self, snapshot: Snapshot) -> list[Holder]:
         out: list[Holder] = []

@@ -94,7 +94,9 @@ class OperatorSettings(BaseSettings):
         "it (preemptionPolicy PreemptLowerPriority) and that cannot be placed otherwise.",
     )
     preemption_protection_seconds: float = Field(
-        default=300.0, ge=0, description="A gang preempted is not preempted again this long after."
+        default=300.0,
+        ge=0,
+        description="A gang preempted is not preempted again this long after, and preempts nobody in turn meanwhile.",
     )
     preemption_max_victims_per_pass: int = Field(
         default=16, ge=1, le=1000, description="Gangs one control pass may preempt in all."

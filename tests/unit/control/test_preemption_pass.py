@@ -204,6 +204,15 @@ def test_a_job_preempted_recently_is_protected() -> None:
     assert step([low, tj("high", "prod")], pods, view(*pods), now=1300.0).nominated != {}
 
 
+def test_a_job_preempted_lately_waits_rather_than_preempt_in_turn() -> None:
+    """The would-be preemptor was itself preempted 100 s ago (protection 300 s): it preempts nobody until then."""
+    low, pods = low_running()
+    lately = {"preemption": {"count": 1, "lastPreemptedAt": at(900).isoformat(), "preemptedBy": ["default/top"]}}
+    high = replace(tj("high", "prod"), status=TrainingJobStatus.model_validate(lately))
+    assert step([low, high], pods, view(*pods)).nominated == {}
+    assert HIGH in step([low, high], pods, view(*pods), now=1300.0).nominated
+
+
 def test_a_gang_never_preempts_one_that_preempted_it() -> None:
     low, pods = low_running()
     high = tj("high", "prod")

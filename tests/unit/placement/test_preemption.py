@@ -102,6 +102,20 @@ def test_gangs_that_may_not_be_victims(victim: object, wanted: object, words: st
     assert any(d.startswith(words) for d in result.details), result
 
 
+@pytest.mark.parametrize(("preempted_at", "preempts"), [(None, True), (9_800.0, False), (9_700.0, True)])
+def test_a_gang_preempted_lately_preempts_nobody_in_turn(preempted_at: float | None, preempts: bool) -> None:
+    """A mid gang just preempted by a high one waits for free GPUs for the protection time (300 s) instead of
+    ending a low gang in turn: one arrival does not set off a chain down the priorities."""
+    from dataclasses import replace
+
+    snap, gangs = running(snapshot(node("n0")), gang("low", 0).on("n0", *range(8)))
+    wanted = replace(preemptor(1, 8, 5), preempted_at=preempted_at)
+    result = plan_preemption(snap, wanted, gangs, NOW)
+    assert isinstance(result, PreemptionPlan) is preempts, result
+    if not preempts:
+        assert isinstance(result, NoPreemption) and "preempted 200 s ago" in result.reason
+
+
 def test_preemption_policy_never() -> None:
     snap, gangs = running(snapshot(node("n0")), gang("low").on("n0", *range(8)))
     assert isinstance(plan_preemption(snap, preemptor(1, 8), gangs, NOW), PreemptionPlan)

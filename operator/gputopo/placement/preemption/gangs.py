@@ -73,6 +73,7 @@ class Preemptor:
     priority: int
     policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
     preempted_by: frozenset[str] = frozenset()  # gangs that preempted it: never its victims (no cycle)
+    preempted_at: float | None = None  # when it was last preempted: within the protection it preempts nobody
 
     @property
     def name(self) -> str:
@@ -99,8 +100,9 @@ class Nomination:
 class PreemptionRules:
     """The no-thrash rules and the search's bounds.
 
-    ``protection_s``: a gang preempted is not preempted again this long after. ``max_victims``: gangs this
-    preemptor may end (a pass passes ``victim_allowance``). ``max_domains``: candidate
+    ``protection_s``: a gang preempted is not preempted again this long after, and does not preempt in turn
+    (it waits for free GPUs: one arrival does not set off a chain of preemptions down the priorities).
+    ``max_victims``: gangs this preemptor may end (a pass passes ``victim_allowance``). ``max_domains``: candidate
     domains whose victim sets are worked out, cheapest bound first. ``moved_work_share``: the share of its
     lost work a victim counts when it can be re-placed at once elsewhere at no worse bus bandwidth (it loses
     its work since the checkpoint, but no time in the queue). ``near_share`` and ``near_gpu_s``: plans of the

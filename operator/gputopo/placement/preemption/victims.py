@@ -426,6 +426,12 @@ def plan_preemption(
         return NoPreemption("its preemptionPolicy is Never: it waits for free GPUs")
     if preemptor.name in index.nominated:
         return NoPreemption("GPUs are already nominated to it: it waits for its victims to end")
+    since = rules.now - preemptor.preempted_at if preemptor.preempted_at is not None else math.inf
+    if since < rules.protection_s:
+        return NoPreemption(
+            f"it was preempted {since:.0f} s ago: for {rules.protection_s:.0f} s after a preemption a gang waits for "
+            "free GPUs rather than preempt in turn"
+        )
     search = _Search(index, preemptor, rules)
     eligible = search.eligible
     domains = candidate_domains(index.snapshot, preemptor.request, search.useful())

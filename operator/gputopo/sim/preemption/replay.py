@@ -274,7 +274,9 @@ def replay(
             if running is None:
                 running = [gang(k, now) for k in runs]
             job = trace[j]
-            wanted = Preemptor(request, job.priority, job.policy, frozenset(preempted_by.get(j, ())))
+            wanted = Preemptor(
+                request, job.priority, job.policy, frozenset(preempted_by.get(j, ())), preempted_at.get(j)
+            )
             allowance = victim_allowance(max_victims_per_pass, budget, max_victims_per_gang)
             rules = PreemptionRules(now=now, protection_s=protection_s, max_victims=allowance)
             plan = policy(snapshot, wanted, running, rules)
