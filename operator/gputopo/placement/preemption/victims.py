@@ -3,7 +3,8 @@
 For a gang the engine cannot place as required, each candidate domain (a node, an NVLink domain, a switch of
 each tier, last the whole cluster) gets the cheapest set of whole lower-priority gangs whose removal lets
 the engine place the gang there, checked by calling ``place`` on the domain's nodes with those gangs' GPUs
-freed:
+freed. (A gang itself preempted within ``PreemptionRules.protection_s`` preempts nobody: it waits for free
+GPUs, so one arrival does not end gangs down a chain of priorities.)
 
 1. Bound: a domain whose free GPUs plus preemptible GPUs cannot hold the gang is skipped; the others are
    searched cheapest lower bound first (the lowest priority that frees enough GPUs, and the work lost by a
