@@ -144,10 +144,17 @@ class _Search:
         smallest = min((index.sizes[k] for k in self.eligible.indices), default=0)
         self.bound_share = rules.moved_work_share if self.levels and index.free_total >= smallest else 1.0
         self._slots: dict[int, tuple[int, ...]] = {}
+        self._free_hosts: list[int] | None = None
 
     def here(self, i: int) -> list[tuple[int, frozenset[int]]]:
         """The victims on node ``i`` and the GPUs their end frees there."""
         return [(k, gpus) for k, gpus in self.index.on_node.get(i, ()) if self.ok[k]]
+
+    def free_hosts(self) -> list[int]:
+        """The nodes that pass with a free GPU (worked out once: every plan's moves look at them)."""
+        if self._free_hosts is None:
+            self._free_hosts = [i for i, free in self.passes.items() if free > 0]
+        return self._free_hosts
 
     def useful(self) -> list[int]:
         return [i for i, free in self.passes.items() if free or any(self.ok[k] for k, _ in self.index.on_node[i])]
@@ -373,7 +380,7 @@ class _Search:
             for node, gpus in gpus_by_node(gang.placement).items():
                 old.setdefault(node, set()).update(gpus)
         names = set(taken) | set(old)
-        hosts = [i for i, free in self.passes.items() if free > 0 or self.snapshot.nodes[i].name in names]
+        hosts = sorted({*self.free_hosts(), *(i for i in map(self.snapshot.index_of, names) if i in self.passes)})
         out: list[tuple[str, Placement]] = []
         for gang in victims:
             changed: dict[int, NodeInfo] = {}
