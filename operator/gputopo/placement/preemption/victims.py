@@ -481,17 +481,16 @@ def plan_preemption(
         if cleared is None:
             return
         chosen, placement = cleared
-        cost = search.cost(domain, chosen, placement, set())
         if domain.level == CLUSTER and found:
             # Searched after a smaller domain's plan only because its bound is cheaper: kept only at no worse
             # bus bandwidth than the plan it would replace, so less work lost never costs the preemptor bandwidth;
             # but a plan that spares the victims' priority (only low gangs where the switch needed mid ones) is
             # kept: priority comes first in the cost, before work and bandwidth.
             best = min(found, key=lambda f: (f.cost, -f.placement.busbw_gbps, f.domain.rank))
-            spares = cost.highest_priority < best.cost.highest_priority
+            spares = search._dearness(chosen)[0] < best.cost.highest_priority
             if placement.busbw_gbps < best.placement.busbw_gbps - 1e-6 and not spares:
                 return
-        found.append(_Found(chosen, placement, cost, domain, ()))
+        found.append(_Found(chosen, placement, search.cost(domain, chosen, placement, set()), domain, ()))
 
     whole = [(level, domain) for level, domain in leveled if domain.level == CLUSTER]
     for bound, domain in _cheapest_first(search, [x for x in leveled if x[1].level != CLUSTER]):
