@@ -263,8 +263,8 @@ def _markdown(doc: dict[str, Any]) -> str:
 
 
 def _slow_seeds(sc: dict[str, Any]) -> str:
-    """The seeds over the wait goal, and those whose whole wait is over it only behind the high class itself,
-    with both policies' p99 there."""
+    """The seeds over the wait goal, and the seeds whose whole wait's p99 (behind the high class itself too) is
+    over it, with both policies' p99 there."""
 
     def waits(r: dict[str, Any], key: str) -> str:
         return f"{r['gputopo'][key] or 0:.0f} s, priority-only {r['priority-only'][key] or 0:.0f} s"
