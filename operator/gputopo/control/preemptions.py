@@ -34,7 +34,8 @@ from gputopo.placement.preemption import (
     plan_preemption,
     victim_allowance,
 )
-from gputopo.placement.preemption.nominations import free_nominated, lapsed_nominations
+from gputopo.placement.preemption.nominations import Pending, free_nominated, lapsed_nominations
+from gputopo.placement.shapes import Shape
 from gputopo.placement.types import Placement, Request, Snapshot
 
 __all__ = [
@@ -89,6 +90,8 @@ class Wanting:
     policy: PreemptionPolicy
     preempted_by: frozenset[str] = frozenset()
     preempted_at: float | None = None  # when it was last preempted (seconds): it preempts nobody while protected
+    more: tuple[Shape, ...] = ()  # a gang's other GPU shapes, placed in the same domain (``Preemptor.more``)
+    ranks: tuple[int, ...] = ()  # the gang's ranks of ``request``'s workers (``Preemptor.ranks``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +133,7 @@ def hold(snapshot: Snapshot, nominations: Mapping[JobKey, Nomination]) -> tuple[
 
 
 def lapsed(
-    snapshot: Snapshot, nominations: Mapping[JobKey, Nomination], pending: Mapping[JobKey, Request]
+    snapshot: Snapshot, nominations: Mapping[JobKey, Nomination], pending: Mapping[JobKey, Pending]
 ) -> dict[JobKey, str]:
     """The nominations of ``pending`` preemptors (stepped this pass, waiting for a plan) whose GPUs no longer
     hold them, with why. A preemptor not stepped this pass (its writes still going out) keeps its nomination."""
@@ -175,7 +178,10 @@ def decide(
             index = RunningIndex(snapshot, (h.running for h in running.values()), held.values())
         name = gang_name(want.key)
         request = replace(want.request, name=name)
-        preemptor = Preemptor(request, want.priority, want.policy, want.preempted_by, want.preempted_at)
+        more = tuple(replace(shape, request=replace(shape.request, name=name)) for shape in want.more)
+        preemptor = Preemptor(
+            request, want.priority, want.policy, want.preempted_by, want.preempted_at, more, want.ranks
+        )
         rules = PreemptionRules(
             now=now,
             protection_s=settings.protection_seconds,

@@ -20,12 +20,16 @@ __all__ = ["Shape", "combine", "following", "place_shapes", "ranked"]
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """Ranks of a gang placed by one request: ``ranks`` are the gang's ranks of the request's workers, in order."""
+    """Ranks of a gang placed by one request: ``ranks`` are the gang's ranks of the request's workers, in order;
+    ``label`` names them in a bottleneck or refusal (by default their span and shape)."""
 
     request: Request
     ranks: tuple[int, ...]
+    label: str = ""
 
     def __str__(self) -> str:
+        if self.label:
+            return self.label
         first, last = self.ranks[0], self.ranks[-1]
         span = f"rank {first}" if first == last else f"ranks {first}-{last}"
         return f"{span} ({self.request.gpus_per_worker} GPUs each)"
