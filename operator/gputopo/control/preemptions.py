@@ -90,8 +90,7 @@ class Wanting:
     policy: PreemptionPolicy
     preempted_by: frozenset[str] = frozenset()
     preempted_at: float | None = None  # when it was last preempted (seconds): it preempts nobody while protected
-    more: tuple[Shape, ...] = ()  # a gang's other GPU shapes, placed in the same domain (``Preemptor.more``)
-    ranks: tuple[int, ...] = ()  # the gang's ranks of ``request``'s workers (``Preemptor.ranks``)
+    shapes: tuple[Shape, ...] = ()  # a foreign gang by GPU shape, with its ranks (``request`` is the first's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +142,16 @@ def lapsed(
     return {by_name[name]: why for name, why in found.items()}
 
 
+def _preemptor(want: Wanting, name: str) -> Preemptor:
+    """The gang as ``plan_preemption`` reads it, named as nominations name it; a gang of several GPU shapes with
+    every shape."""
+    mine = (want.priority, want.policy, want.preempted_by, want.preempted_at)
+    if not want.shapes:
+        return Preemptor(replace(want.request, name=name), *mine)
+    first, *more = (replace(s, request=replace(s.request, name=name)) for s in want.shapes)
+    return Preemptor(first.request, *mine, tuple(more), first.ranks, first.label)
+
+
 @dataclass
 class _Budget:
     victims: int
@@ -176,12 +185,7 @@ def decide(
             continue  # nothing of lower priority runs: no search
         if index is None:
             index = RunningIndex(snapshot, (h.running for h in running.values()), held.values())
-        name = gang_name(want.key)
-        request = replace(want.request, name=name)
-        more = tuple(replace(shape, request=replace(shape.request, name=name)) for shape in want.more)
-        preemptor = Preemptor(
-            request, want.priority, want.policy, want.preempted_by, want.preempted_at, more, want.ranks
-        )
+        preemptor = _preemptor(want, gang_name(want.key))
         rules = PreemptionRules(
             now=now,
             protection_s=settings.protection_seconds,

@@ -38,7 +38,7 @@ from gputopo.control.queue import Outcome, QueuedJob
 from gputopo.control.view import ClusterView
 from gputopo.placement.preemption import Nomination, PreemptionPolicy
 from gputopo.placement.shapes import Shape
-from gputopo.placement.types import Placement, Snapshot
+from gputopo.placement.types import Placement, Request, Snapshot
 
 __all__ = ["PENDING_SECONDS", "Ended", "PreemptionPass", "victim_key"]
 
@@ -227,19 +227,20 @@ class PreemptionPass:
         found = self.priority(key)
         if found is None or found.policy is PreemptionPolicy.NEVER:
             return None
-        shapes: tuple[Shape, ...] | None = (Shape(outcome.queued.request, ()),)
+        request: Request | None = outcome.queued.request
+        shapes: tuple[Shape, ...] = ()
         record: PreemptionStatus | None = None
         if key in self.jobs:
             record = self.steps[key].status.preemption if key in self.steps else None
         elif self.gangs is not None and key in self.gangs.given.gangs:
             requester = self.gangs.given.requester
-            shapes = requester(self.gangs.given.gangs[key]) if requester is not None else None
+            shapes = (requester(self.gangs.given.gangs[key]) if requester is not None else None) or ()
+            request = shapes[0].request if shapes else None
             record = self.gangs.steps[key].record.preemption if key in self.gangs.steps else None
-        if not shapes:
+        if request is None:
             return None
         at, by = protection(record)
-        first = shapes[0]
-        return Wanting(key, first.request, found.value, found.policy, by, at, shapes[1:], first.ranks)
+        return Wanting(key, request, found.value, found.policy, by, at, shapes)
 
     def _holders(self, snapshot: Snapshot) -> list[Holder]:
         out: list[Holder] = []

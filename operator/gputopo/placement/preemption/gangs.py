@@ -71,9 +71,9 @@ class RunningGang:
 class Preemptor:
     """A gang that cannot be placed as required, and what it may do about it.
 
-    A gang of several GPU shapes is ``request`` (its first shape) with ``ranks`` its ranks of that request's
-    workers, and ``more``, its other shapes: each placed in turn in the same domain, as ``plan_gang`` places
-    them. Without ``ranks`` the workers are numbered from 0.
+    A gang of several GPU shapes is ``request`` (its first shape), with ``ranks`` its ranks of that request's
+    workers and ``label`` their name, and ``more``, its other shapes: each placed in turn in the same domain, as
+    ``plan_gang`` places them. Without ``ranks`` the workers are numbered from 0.
     """
 
     request: Request
@@ -83,6 +83,7 @@ class Preemptor:
     preempted_at: float | None = None  # when it was last preempted: within the protection it preempts nobody
     more: tuple[Shape, ...] = ()
     ranks: tuple[int, ...] = ()
+    label: str = ""
 
     @property
     def name(self) -> str:
@@ -92,7 +93,7 @@ class Preemptor:
     def shapes(self) -> tuple[Shape, ...]:
         """Every shape of the gang, in the order they are placed."""
         ranks = self.ranks or tuple(range(self.request.workers))
-        return (Shape(self.request, ranks), *self.more)
+        return (Shape(self.request, ranks, self.label), *self.more)
 
     @property
     def total_gpus(self) -> int:
