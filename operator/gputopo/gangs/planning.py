@@ -4,7 +4,9 @@ The engine places a homogeneous gang (``workers`` of ``gpus_per_worker`` GPUs ea
 request. A gang of several (a role of 8-GPU ranks and one of 4) is placed a unit at a time on the same snapshot,
 each after the earlier ones are reserved, with the first unit's tier as the preferred tier of the rest; under a
 required tier every unit goes into one domain of that tier, the best of those that hold them all (a first unit
-placed alone could take the only domain where the rest would have fitted). Its estimate is its worst unit's.
+placed alone could take the only domain where the rest would have fitted). Its estimate is its worst unit's. The
+units are placed and combined as ``gputopo.placement.shapes`` does, and the preemption search places a gang's
+shapes (``preemptor_shapes``) the same way in the domain it clears.
 The parts of an exclusive topology (a JobSet's child Jobs) each take a domain of the label no other part uses.
 Ranks that ask for no GPU are not planned: nothing holds them, their gate is just lifted.
 """
