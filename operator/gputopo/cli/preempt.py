@@ -98,7 +98,8 @@ def print_preemption(result: PreemptionPlan | NoPreemption, wanted: Preemptor, n
     where = (
         f"tier-{placement.tier} switch {placement.tier_domain}" if placement.tier is not None else "across the top tier"
     )
-    typer.echo(f"then {wanted.request.workers} x {wanted.request.gpus_per_worker} GPUs under {where}")
+    shapes = " + ".join(f"{s.request.workers} x {s.request.gpus_per_worker}" for s in wanted.shapes)
+    typer.echo(f"then {shapes} GPUs under {where}")
     typer.echo(f"estimated bus bandwidth {placement.busbw_gbps:.1f} GB/s; limited by {placement.bottleneck}")
     for w in placement.workers:
         typer.echo(f"  rank {w.rank:>3}  {w.node:<24} GPUs {','.join(map(str, w.gpus)):<16} NICs {','.join(w.nics)}")

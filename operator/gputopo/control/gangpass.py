@@ -19,6 +19,7 @@ from gputopo.control.lifecycle import Config
 from gputopo.control.queue import QueuedJob
 from gputopo.control.view import ClusterView
 from gputopo.gangs.model import Gang
+from gputopo.placement.shapes import Shape
 from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable
 
 __all__ = ["GangInput", "GangPass", "GangPlanner"]
@@ -38,7 +39,7 @@ class GangInput:
     bodies: Mapping[str, Mapping[str, Any]]
     planner: GangPlanner
     arrival_timeout: float = 300.0
-    requester: Callable[[Gang], Request | None] | None = None  # the gang as one request, to preempt for it
+    requester: Callable[[Gang], tuple[Shape, ...] | None] | None = None  # the gang's requests, to preempt for it
     record_retention: float = DEFAULT_RETENTION_SECONDS
 
 

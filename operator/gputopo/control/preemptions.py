@@ -34,7 +34,8 @@ from gputopo.placement.preemption import (
     plan_preemption,
     victim_allowance,
 )
-from gputopo.placement.preemption.nominations import free_nominated, lapsed_nominations
+from gputopo.placement.preemption.nominations import Pending, free_nominated, lapsed_nominations
+from gputopo.placement.shapes import Shape
 from gputopo.placement.types import Placement, Request, Snapshot
 
 __all__ = [
@@ -89,6 +90,7 @@ class Wanting:
     policy: PreemptionPolicy
     preempted_by: frozenset[str] = frozenset()
     preempted_at: float | None = None  # when it was last preempted (seconds): it preempts nobody while protected
+    shapes: tuple[Shape, ...] = ()  # a foreign gang by GPU shape, with its ranks (``request`` is the first's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +132,7 @@ def hold(snapshot: Snapshot, nominations: Mapping[JobKey, Nomination]) -> tuple[
 
 
 def lapsed(
-    snapshot: Snapshot, nominations: Mapping[JobKey, Nomination], pending: Mapping[JobKey, Request]
+    snapshot: Snapshot, nominations: Mapping[JobKey, Nomination], pending: Mapping[JobKey, Pending]
 ) -> dict[JobKey, str]:
     """The nominations of ``pending`` preemptors (stepped this pass, waiting for a plan) whose GPUs no longer
     hold them, with why. A preemptor not stepped this pass (its writes still going out) keeps its nomination."""
@@ -138,6 +140,16 @@ def lapsed(
     mine = [n for k, n in nominations.items() if k in pending]
     found = lapsed_nominations(snapshot, mine, {gang_name(k): r for k, r in pending.items()})
     return {by_name[name]: why for name, why in found.items()}
+
+
+def _preemptor(want: Wanting, name: str) -> Preemptor:
+    """The gang as ``plan_preemption`` reads it, named as nominations name it; a gang of several GPU shapes with
+    every shape."""
+    mine = (want.priority, want.policy, want.preempted_by, want.preempted_at)
+    if not want.shapes:
+        return Preemptor(replace(want.request, name=name), *mine)
+    first, *more = (replace(s, request=replace(s.request, name=name)) for s in want.shapes)
+    return Preemptor(first.request, *mine, tuple(more), first.ranks, first.label)
 
 
 @dataclass
@@ -173,9 +185,7 @@ def decide(
             continue  # nothing of lower priority runs: no search
         if index is None:
             index = RunningIndex(snapshot, (h.running for h in running.values()), held.values())
-        name = gang_name(want.key)
-        request = replace(want.request, name=name)
-        preemptor = Preemptor(request, want.priority, want.policy, want.preempted_by, want.preempted_at)
+        preemptor = _preemptor(want, gang_name(want.key))
         rules = PreemptionRules(
             now=now,
             protection_s=settings.protection_seconds,

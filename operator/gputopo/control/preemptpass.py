@@ -37,6 +37,7 @@ from gputopo.control.priority import JobPriority, job_priority
 from gputopo.control.queue import Outcome, QueuedJob
 from gputopo.control.view import ClusterView
 from gputopo.placement.preemption import Nomination, PreemptionPolicy
+from gputopo.placement.shapes import Shape
 from gputopo.placement.types import Placement, Request, Snapshot
 
 __all__ = ["PENDING_SECONDS", "Ended", "PreemptionPass", "victim_key"]
@@ -184,7 +185,8 @@ class PreemptionPass:
     def hold(self, snapshot: Snapshot, queued: list[QueuedJob]) -> Snapshot:
         """The snapshot with the nominations held; each nominated job in ``queued`` gets its own GPUs back, and a
         nomination whose GPUs no longer hold its preemptor lapses (cleared, with an Event)."""
-        pending = {q.key: q.request for q in queued if q.key in self.nominations}
+        # A gang is checked by its planner: one of several GPU shapes is more than its queue entry's request.
+        pending = {q.key: q.planner or q.request for q in queued if q.key in self.nominations}
         for key, why in lapsed(snapshot, self.nominations, pending).items():
             self._clear(key, f"the nomination lapsed: {why}")
         held_snapshot, self.held = hold(snapshot, self._live())
@@ -226,17 +228,19 @@ class PreemptionPass:
         if found is None or found.policy is PreemptionPolicy.NEVER:
             return None
         request: Request | None = outcome.queued.request
+        shapes: tuple[Shape, ...] = ()
         record: PreemptionStatus | None = None
         if key in self.jobs:
             record = self.steps[key].status.preemption if key in self.steps else None
         elif self.gangs is not None and key in self.gangs.given.gangs:
             requester = self.gangs.given.requester
-            request = requester(self.gangs.given.gangs[key]) if requester is not None else None
+            shapes = (requester(self.gangs.given.gangs[key]) if requester is not None else None) or ()
+            request = shapes[0].request if shapes else None
             record = self.gangs.steps[key].record.preemption if key in self.gangs.steps else None
         if request is None:
             return None
         at, by = protection(record)
-        return Wanting(key, request, found.value, found.policy, by, at)
+        return Wanting(key, request, found.value, found.policy, by, at, shapes)
 
     def _holders(self, snapshot: Snapshot) -> list[Holder]:
         out: list[Holder] = []

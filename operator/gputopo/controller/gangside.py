@@ -27,7 +27,7 @@ from gputopo.controller.gate import PriorityGate
 from gputopo.gangs.claimmemo import ClaimMemo
 from gputopo.gangs.claims import Claim, Owners
 from gputopo.gangs.model import Gang
-from gputopo.gangs.planning import plan_gang, preemptor_request
+from gputopo.gangs.planning import plan_gang, preemptor_shapes
 from gputopo.gangs.read import MemberMemo, Refusal, read_gangs
 from gputopo.gangs.steer import NotGatedError, release_patch
 from gputopo.kube.client import KubeClient
@@ -118,7 +118,7 @@ class GangSide:
             bodies,
             planner,
             self.arrival_timeout,
-            requester=lambda gang: preemptor_request(gang, tiers, gpu_choice),
+            requester=lambda gang: preemptor_shapes(gang, tiers, gpu_choice),
             record_retention=self.record_retention,
         )
 

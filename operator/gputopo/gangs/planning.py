@@ -4,7 +4,9 @@ The engine places a homogeneous gang (``workers`` of ``gpus_per_worker`` GPUs ea
 request. A gang of several (a role of 8-GPU ranks and one of 4) is placed a unit at a time on the same snapshot,
 each after the earlier ones are reserved, with the first unit's tier as the preferred tier of the rest; under a
 required tier every unit goes into one domain of that tier, the best of those that hold them all (a first unit
-placed alone could take the only domain where the rest would have fitted). Its estimate is its worst unit's.
+placed alone could take the only domain where the rest would have fitted). Its estimate is its worst unit's. The
+units are placed and combined as ``gputopo.placement.shapes`` does, and the preemption search places a gang's
+shapes (``preemptor_shapes``) the same way in the domain it clears.
 The parts of an exclusive topology (a JobSet's child Jobs) each take a domain of the label no other part uses.
 Ranks that ask for no GPU are not planned: nothing holds them, their gate is just lifted.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from gputopo.gangs.model import NO_CONSTRAINTS, Declared, Gang, GangId, Needs
-from gputopo.placement.gang import spanning_tier
+from gputopo.placement.shapes import Shape, combine, following, ranked
 from gputopo.placement.template import PodConstraints
 from gputopo.placement.types import (
     GpuChoice,
@@ -28,7 +30,7 @@ from gputopo.placement.types import (
     plural,
 )
 
-__all__ = ["GangPlan", "Tiers", "Unit", "plan_gang", "preemptor_request", "resolve", "units"]
+__all__ = ["GangPlan", "Tiers", "Unit", "plan_gang", "preemptor_shapes", "resolve", "units"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,87 +161,13 @@ def _in_own_domain(
 
 
 def _combined(snapshot: Snapshot, gang: GangId, placed: list[tuple[Unit, Placement]]) -> GangPlan:
-    workers = tuple(sorted((w for _, p in placed for w in p.workers), key=lambda w: w.rank))
-    if not workers:
-        return GangPlan(gang, Placement((), 0.0, "no rank asks for GPUs"))
-    worst_unit, worst = min(placed, key=lambda up: up[1].busbw_gbps)
-    bottleneck = worst.bottleneck if len(placed) == 1 else f"{worst_unit}: {worst.bottleneck}"
-    tier, domain = spanning_tier(snapshot, sorted({snapshot.index_of(w.node) for w in workers}))
-    top = tier >= len(snapshot.tiers)
-    placement = Placement(workers, worst.busbw_gbps, bottleneck, None if top else tier, domain)
+    placement = combine(snapshot, [(str(unit), p) for unit, p in placed])
     return GangPlan(gang, placement, tuple(p for _, p in placed))
 
 
-def _place_units(
-    snapshot: Snapshot,
-    gang: Gang,
-    planned: tuple[Unit, ...],
-    resolved: Tiers,
-    place: Policy,
-    gpu_choice: GpuChoice,
-) -> list[tuple[Unit, Placement]] | Unplaceable:
+def _request(gang: Gang, unit: Unit, resolved: Tiers, gpu_choice: GpuChoice) -> Request:
+    """The engine's request for one unit: its ranks and shape, with the gang's needs and a member's constraints."""
     needs = gang.needs
-    exclusive = needs.exclusive_label
-    current = snapshot
-    placed: list[tuple[Unit, Placement]] = []
-    used: set[str] = set()
-    for unit in planned:
-        pod = _constraints(gang, unit)
-        first_tier = placed[0][1].tier if placed else None
-        request = Request(
-            workers=len(unit.ranks),
-            gpus_per_worker=unit.gpus,
-            name=f"{gang.id}",
-            intra_node=needs.intra_node,
-            min_busbw_gbps=needs.min_busbw_gbps,
-            required_tier=resolved.required,
-            preferred_tier=resolved.preferred if resolved.preferred is not None else first_tier,
-            node_selector=pod.node_selector,
-            affinity_terms=pod.affinity_terms,
-            tolerations=pod.tolerations,
-            slice_size=needs.slice_size,
-            gpu_choice=gpu_choice,
-        )
-        if exclusive is not None and unit.part:
-            found = _in_own_domain(current, request, exclusive, used, place)
-            if isinstance(found, Unplaceable):
-                return Unplaceable(f"{unit}: {found.reason}", found.details)
-            domain, result = found
-            used.add(domain)
-        else:
-            outcome = place(current, request)
-            if isinstance(outcome, Unplaceable):
-                return Unplaceable(f"{unit}: {outcome.reason}", outcome.details)
-            result = outcome
-        ranked = tuple(replace(w, rank=r) for w, r in zip(result.workers, unit.ranks, strict=True))
-        result = replace(result, workers=ranked)
-        current = current.reserve(result)
-        placed.append((unit, result))
-    return placed
-
-
-def _domain_parts(snapshot: Snapshot, tier: int, gpus: int) -> list[Snapshot]:
-    """The snapshot cut into its domains at ``tier`` that have ``gpus`` free GPUs, most free first."""
-    members: dict[str, list[int]] = {}
-    for i, domains in enumerate(snapshot.domains):
-        members.setdefault(domains[tier], []).append(i)
-    free = {d: sum(len(snapshot.nodes[i].free_gpus) for i in nodes) for d, nodes in members.items()}
-    order = sorted((d for d in members if free[d] >= gpus), key=lambda d: (-free[d], d))
-    return [snapshot.part(members[d]) for d in order]
-
-
-def preemptor_request(gang: Gang, tiers: TierConfig, gpu_choice: GpuChoice = GpuChoice.PLANNED) -> Request | None:
-    """The gang as one request, for the preemption search: its GPU ranks of one shape with its needs. None for a
-    gang of several shapes or exclusive parts (its plan is more than one request), or one that cannot be planned."""
-    if gang.problems or gang.declared is None:
-        return None
-    resolved = resolve(gang.needs, tiers)
-    if isinstance(resolved, tuple):
-        return None
-    planned = units(gang.declared, gang.needs.exclusive_label is not None)
-    if len(planned) != 1 or planned[0].part:
-        return None
-    unit, needs = planned[0], gang.needs
     pod = _constraints(gang, unit)
     return Request(
         workers=len(unit.ranks),
@@ -255,6 +183,65 @@ def preemptor_request(gang: Gang, tiers: TierConfig, gpu_choice: GpuChoice = Gpu
         slice_size=needs.slice_size,
         gpu_choice=gpu_choice,
     )
+
+
+def _place_units(
+    snapshot: Snapshot,
+    gang: Gang,
+    planned: tuple[Unit, ...],
+    resolved: Tiers,
+    place: Policy,
+    gpu_choice: GpuChoice,
+) -> list[tuple[Unit, Placement]] | Unplaceable:
+    exclusive = gang.needs.exclusive_label
+    current = snapshot
+    placed: list[tuple[Unit, Placement]] = []
+    used: set[str] = set()
+    for unit in planned:
+        request = following(_request(gang, unit, resolved, gpu_choice), [p for _, p in placed])
+        if exclusive is not None and unit.part:
+            found = _in_own_domain(current, request, exclusive, used, place)
+            if isinstance(found, Unplaceable):
+                return Unplaceable(f"{unit}: {found.reason}", found.details)
+            domain, result = found
+            used.add(domain)
+        else:
+            outcome = place(current, request)
+            if isinstance(outcome, Unplaceable):
+                return Unplaceable(f"{unit}: {outcome.reason}", outcome.details)
+            result = outcome
+        result = ranked(result, unit.ranks)
+        current = current.reserve(result)
+        placed.append((unit, result))
+    return placed
+
+
+def _domain_parts(snapshot: Snapshot, tier: int, gpus: int) -> list[Snapshot]:
+    """The snapshot cut into its domains at ``tier`` that have ``gpus`` free GPUs, most free first."""
+    members: dict[str, list[int]] = {}
+    for i, domains in enumerate(snapshot.domains):
+        members.setdefault(domains[tier], []).append(i)
+    free = {d: sum(len(snapshot.nodes[i].free_gpus) for i in nodes) for d, nodes in members.items()}
+    order = sorted((d for d in members if free[d] >= gpus), key=lambda d: (-free[d], d))
+    return [snapshot.part(members[d]) for d in order]
+
+
+def preemptor_shapes(
+    gang: Gang, tiers: TierConfig, gpu_choice: GpuChoice = GpuChoice.PLANNED
+) -> tuple[Shape, ...] | None:
+    """The gang as the preemption search places it: one request per GPU shape, with the gang's ranks of it, all
+    placed in turn in the one domain its victims clear (as ``plan_gang`` places them). None for a gang of
+    exclusive parts (each part in a domain of its own, which one domain's victims cannot clear), or one that
+    cannot be planned."""
+    if gang.problems or gang.declared is None:
+        return None
+    resolved = resolve(gang.needs, tiers)
+    if isinstance(resolved, tuple):
+        return None
+    planned = units(gang.declared, gang.needs.exclusive_label is not None)
+    if not planned or any(unit.part for unit in planned):
+        return None
+    return tuple(Shape(_request(gang, unit, resolved, gpu_choice), unit.ranks, str(unit)) for unit in planned)
 
 
 def plan_gang(

@@ -18,16 +18,17 @@ from test_gang_pass import run as run_gangs
 from gputopo.api.conditions import INVALID, PLACED, PREEMPTED
 from gputopo.api.trainingjob import JobPhase, TrainingJobStatus
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
-from gputopo.control.gangpass import GangInput
+from gputopo.control.gangpass import GangInput, GangPlanner
 from gputopo.control.gangrecords import GangRecord
 from gputopo.control.preemptions import PreemptionSettings
 from gputopo.control.priority import PriorityClassFacts
 from gputopo.control.reconcile import PassInput, PassResult, PassRules, run_pass
 from gputopo.control.view import ClusterView
 from gputopo.gangs.model import Gang
-from gputopo.gangs.planning import preemptor_request
+from gputopo.gangs.planning import plan_gang, preemptor_shapes
 from gputopo.placement import DEFAULT_TIERS, place
 from gputopo.placement.preemption import Nomination, PreemptionPolicy
+from gputopo.placement.types import Placement, Snapshot, Unplaceable
 
 CLASSES = {
     "research": PriorityClassFacts("research", 100),
@@ -285,14 +286,14 @@ def _running_gang(priority: int) -> tuple[Gang, GangRecord]:
     return foreign_gang(*members, priority=priority), record
 
 
-def _gang_input(g: Gang, record: GangRecord | None, **annotations: str) -> GangInput:
+def _gang_input(
+    g: Gang, record: GangRecord | None, planner: GangPlanner = gang_planner, **annotations: str
+) -> GangInput:
     bodies = {m.uid: member_body(m) for m in g.members}
     for b in bodies.values():
         b["metadata"]["annotations"] = annotations
     records = {KEY: record} if record is not None else {}
-    return GangInput(
-        {KEY: g}, records, bodies, gang_planner, requester=lambda gang: preemptor_request(gang, DEFAULT_TIERS)
-    )
+    return GangInput({KEY: g}, records, bodies, planner, requester=lambda gang: preemptor_shapes(gang, DEFAULT_TIERS))
 
 
 def two_node_view() -> ClusterView:
@@ -383,10 +384,44 @@ def test_a_gang_preemptor_whose_victims_still_run_waits_pending_and_quiet() -> N
     # The nomination is read back; its victim's pods have not ended yet.
     terminating = [replace(p, deleting=True) for p in pods]
     v = replace(v, pods=tuple(terminating))
-    result = step([low], terminating, v, now=1001.0, gangs=_gang_input(pending, first))
+    result = step([low], terminating, v, now=1001.0, gangs=_gang_input(pending, first, _plan_gang))
     after = recorded(result)
     assert after.phase == "Pending" and after.message.startswith("waiting for default/low to end")
     assert after.nomination == first.nomination
     assert not [
         e for _, e in next(a for a in result.gang_actions if a.key == KEY).events if e.reason == "GangUnplaceable"
     ]
+
+
+def _plan_gang(snapshot: Snapshot, gang: Gang) -> Placement | Unplaceable:
+    """The operator's planner: every GPU shape of the gang placed in turn."""
+    plan = plan_gang(snapshot, gang, DEFAULT_TIERS, place)
+    return plan if isinstance(plan, Unplaceable) else plan.placement
+
+
+def test_a_foreign_gang_of_two_gpu_shapes_preempts_and_is_placed_on_its_nomination() -> None:
+    """An 8-GPU rank and a 4-GPU rank: it preempts the research job, its nomination (12 GPUs) holds while the
+    victim's pods end (it is checked by the gang's planner, not as two 8-GPU ranks), and once they are gone each
+    rank is planned on the nominated GPUs with its own shape."""
+    low, pods, v = _low_on_two_nodes()
+    pending = foreign_gang(member(0), member(1, gpus=4), shape=(8, 4), priority=1000, owner=OWNER)
+    first = recorded(step([low], pods, v, gangs=_gang_input(pending, None, _plan_gang)))
+    assert first.nomination is not None and first.nomination.victims == ["default/low"]
+    nominated = {(e.node, g) for e in first.nomination.gpus for g in e.gpus}
+    assert len(nominated) == 12
+    terminating = [replace(p, deleting=True) for p in pods]
+    waiting = recorded(
+        step(
+            [low],
+            terminating,
+            replace(v, pods=tuple(terminating)),
+            now=1001.0,
+            gangs=_gang_input(pending, first, _plan_gang),
+        )
+    )
+    assert waiting.phase == "Pending" and waiting.nomination == first.nomination
+    gone = replace(v, pods=())
+    after = recorded(step([], [], gone, now=1002.0, gangs=_gang_input(pending, waiting, _plan_gang)))
+    assert after.phase == "Planned" and after.nomination is None
+    assert [(p.rank, len(p.gpus)) for p in after.ranks] == [(0, 8), (1, 4)]
+    assert {(p.node, g) for p in after.ranks for g in p.gpus} == nominated

@@ -8,9 +8,10 @@ from placement_builders import TIER0, TIER1, node, snapshot
 
 from gputopo.gangs.claims import Owners
 from gputopo.gangs.model import Declared, Gang, GangId, Member, Needs
-from gputopo.gangs.planning import GangPlan, Tiers, plan_gang, resolve, units
+from gputopo.gangs.planning import GangPlan, Tiers, plan_gang, preemptor_shapes, resolve, units
 from gputopo.gangs.read import read_gangs
 from gputopo.placement import place
+from gputopo.placement.shapes import place_shapes
 from gputopo.placement.types import DEFAULT_TIERS, Unplaceable
 
 NS = "team-a"
@@ -179,3 +180,29 @@ def test_only_the_exclusive_replicated_jobs_are_parts() -> None:
     plan = _planned(plan_gang(snap, gang, DEFAULT_TIERS, place))
     assert pools[plan.workers[1].node] != pools[plan.workers[2].node]
     assert len(plan.workers[0].gpus) == 4
+
+
+def test_the_preemptor_of_several_shapes_is_each_shape_with_the_gangs_ranks() -> None:
+    gang = _gang((0, 8, 8, 4), ("launcher", "trainer", "trainer", "critic"), Needs(required_label=TIER0))
+    shapes = preemptor_shapes(gang, DEFAULT_TIERS)
+    assert shapes is not None
+    assert [(s.ranks, s.request.workers, s.request.gpus_per_worker) for s in shapes] == [((1, 2), 2, 8), ((3,), 1, 4)]
+    assert all(s.request.required_tier == 0 and s.request.name == str(GANG) for s in shapes)
+    # Placed in turn they are the plan plan_gang makes, ranks and estimate alike.
+    snap = snapshot(node("a").leaf("l1"), node("b").leaf("l1"), node("c").leaf("l1").used(0, 1))
+    plan = _planned(plan_gang(snap, gang, DEFAULT_TIERS, place))
+    assert place_shapes(snap, shapes, place) == plan.placement
+
+
+def test_a_gang_of_exclusive_parts_is_no_preemptor() -> None:
+    js = jobset("llama", ("workers", 2, 2, 8), exclusive=POOL)
+    (gang,) = read_gangs(jobset_pods(js), Owners(jobsets={(NS, "llama"): js})).gangs
+    assert preemptor_shapes(gang, DEFAULT_TIERS) is None
+    mixed = jobset("llama", ("driver", 1, 1, 4), ("workers", 2, 1, 8))
+    mixed["spec"]["replicatedJobs"][1]["template"]["metadata"] = {"annotations": {EXCLUSIVE: POOL}}
+    (gang,) = read_gangs(jobset_pods(mixed), Owners(jobsets={(NS, "llama"): mixed})).gangs
+    assert preemptor_shapes(gang, DEFAULT_TIERS) is None
+    shared = jobset("llama", ("driver", 1, 1, 4), ("workers", 2, 1, 8))
+    (gang,) = read_gangs(jobset_pods(shared), Owners(jobsets={(NS, "llama"): shared})).gangs
+    found = preemptor_shapes(gang, DEFAULT_TIERS)
+    assert found is not None and [(s.ranks, s.request.gpus_per_worker) for s in found] == [((0,), 4), ((1, 2), 8)]

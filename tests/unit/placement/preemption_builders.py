@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from gputopo.placement import Request, Snapshot
 from gputopo.placement.preemption import PreemptionPolicy, Preemptor, RunningGang, held_placement
+from gputopo.placement.shapes import Shape
 
 
 class GangBuilder:
@@ -75,3 +76,17 @@ def preemptor(
     request = Request(workers, gpus, name=name, required_tier=required_tier, same_model=False)
     policy = PreemptionPolicy.NEVER if never else PreemptionPolicy.PREEMPT_LOWER_PRIORITY
     return Preemptor(request, priority, policy, preempted_by)
+
+
+def shaped(
+    *shapes: tuple[int, int], priority: int = 10, name: str = "p", required_tier: int | None = None
+) -> Preemptor:
+    """A gang of several GPU shapes, each ``(workers, gpus)``, ranked from 0 in turn: ``shaped((2, 8), (1, 4))``."""
+    out: list[Shape] = []
+    rank = 0
+    for workers, gpus in shapes:
+        request = Request(workers, gpus, name=name, required_tier=required_tier, same_model=False)
+        out.append(Shape(request, tuple(range(rank, rank + workers))))
+        rank += workers
+    first, *more = out
+    return Preemptor(first.request, priority, more=tuple(more), ranks=first.ranks)

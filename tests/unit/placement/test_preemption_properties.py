@@ -1,15 +1,17 @@
 """Properties of the chosen victims on random small clusters: every victim has lower priority, and the set is
-minimal: with any one victim left running the preemptor no longer places in the chosen domain."""
+minimal: with any one victim left running the preemptor no longer places in the chosen domain. The preemptor is a
+gang of one GPU shape or of several, each rank given its shape."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from placement_builders import node, snapshot
-from preemption_builders import gang, preemptor, running
+from preemption_builders import gang, running, shaped
 
 from gputopo.placement import Placement, Snapshot, place
 from gputopo.placement.preemption import PreemptionPlan, PreemptionRules, RunningGang, plan_preemption
+from gputopo.placement.shapes import place_shapes
 
 TIER0 = "fabric.topograph.run/tier-0"
 
@@ -32,19 +34,25 @@ def scenes(draw: st.DrawFn) -> tuple[Snapshot, list[RunningGang]]:
     return running(snapshot(*builders), *gangs)
 
 
+SHAPES = [((1, 4),), ((1, 8),), ((2, 8),), ((2, 4),), ((1, 8), (1, 4)), ((1, 4), (2, 2)), ((2, 4), (1, 8))]
+
+
 @settings(max_examples=60, deadline=None)
-@given(scenes(), st.sampled_from([(1, 4), (1, 8), (2, 8), (2, 4)]), st.integers(1, 4))
+@given(scenes(), st.sampled_from(SHAPES), st.integers(1, 4))
 def test_victims_lower_priority_and_minimal(
-    scene: tuple[Snapshot, list[RunningGang]], shape: tuple[int, int], priority: int
+    scene: tuple[Snapshot, list[RunningGang]], shapes: tuple[tuple[int, int], ...], priority: int
 ) -> None:
+    """For a gang of one GPU shape or of several (each placed in turn in the domain)."""
     snap, gangs = scene
-    wanted = preemptor(*shape, priority)
+    wanted = shaped(*shapes, priority=priority)
     plan = plan_preemption(snap, wanted, gangs, PreemptionRules(now=10_000.0))
     if not isinstance(plan, PreemptionPlan):
         return
     assert all(v.priority < priority for v in plan.victims)
     domain = {snap.nodes[i].name for i in plan.domain.nodes}
     assert {w.node for w in plan.placement.workers} <= domain
+    gpus = {w.rank: len(w.gpus) for w in plan.placement.workers}
+    assert gpus == {r: s.request.gpus_per_worker for s in wanted.shapes for r in s.ranks}
 
     def places_without(dropped: str) -> bool:
         view = snap
@@ -52,7 +60,7 @@ def test_victims_lower_priority_and_minimal(
             if v.name != dropped:
                 view = view.release(v.placement)
         inside = Snapshot([n for n in view if n.name in domain], snap.tiers)
-        return isinstance(place(inside, wanted.request), Placement)
+        return isinstance(place_shapes(inside, wanted.shapes, place), Placement)
 
     assert places_without("")
     for victim in plan.victims:

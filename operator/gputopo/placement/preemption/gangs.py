@@ -6,10 +6,12 @@ here reads a clock.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gputopo.api.clusterfile import PreemptionPolicy
+from gputopo.placement.shapes import Shape
 from gputopo.placement.types import Placement, Request
 
 __all__ = [
@@ -67,17 +69,44 @@ class RunningGang:
 
 @dataclass(frozen=True, slots=True)
 class Preemptor:
-    """A gang that cannot be placed as required, and what it may do about it."""
+    """A gang that cannot be placed as required, and what it may do about it.
+
+    A gang of several GPU shapes is ``request`` (its first shape), with ``ranks`` its ranks of that request's
+    workers and ``label`` their name, and ``more``, its other shapes: each placed in turn in the same domain, as
+    ``plan_gang`` places them. Without ``ranks`` the workers are numbered from 0.
+    """
 
     request: Request
     priority: int
     policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
     preempted_by: frozenset[str] = frozenset()  # gangs that preempted it: never its victims (no cycle)
     preempted_at: float | None = None  # when it was last preempted: within the protection it preempts nobody
+    more: tuple[Shape, ...] = ()
+    ranks: tuple[int, ...] = ()
+    label: str = ""
 
     @property
     def name(self) -> str:
         return self.request.name
+
+    @property
+    def shapes(self) -> tuple[Shape, ...]:
+        """Every shape of the gang, in the order they are placed."""
+        ranks = self.ranks or tuple(range(self.request.workers))
+        return (Shape(self.request, ranks, self.label), *self.more)
+
+    @property
+    def total_gpus(self) -> int:
+        return self.request.total_gpus + sum(shape.request.total_gpus for shape in self.more)
+
+    def slots(self) -> Request:
+        """The request the search's bounds count slots of: ``request`` itself, or for several shapes the gang's
+        GPUs in slots of their greatest common divisor. Every worker takes a whole number of such slots, so a
+        domain without enough of them cannot hold the gang, and a bound counted in them stays a lower bound."""
+        if not self.more:
+            return self.request
+        size = math.gcd(*(shape.request.gpus_per_worker for shape in self.shapes))
+        return replace(self.request, workers=self.total_gpus // size, gpus_per_worker=size)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,14 +7,14 @@ A nomination lapses when its preemptor is gone or can no longer use the GPUs (``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from gputopo.placement.engine import place
 from gputopo.placement.preemption.gangs import Nomination
-from gputopo.placement.types import Placement, Request, Snapshot, WorkerAssignment
+from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable, WorkerAssignment
 
-__all__ = ["free_nominated", "hold_nominations", "lapsed_nominations", "nominated_only"]
+__all__ = ["Pending", "free_nominated", "hold_nominations", "lapsed_nominations", "nominated_only"]
 
 
 def free_nominated(snapshot: Snapshot, gpus: Mapping[str, Iterable[int]]) -> Placement | None:
@@ -54,8 +54,12 @@ def nominated_only(snapshot: Snapshot, nomination: Nomination) -> Snapshot:
     return Snapshot(nodes, snapshot.tiers, cache=snapshot.cache)
 
 
+# How a pending preemptor is placed: its request, or a planner (a gang of several shapes is more than one request).
+Pending = Request | Callable[[Snapshot], Placement | Unplaceable]
+
+
 def lapsed_nominations(
-    snapshot: Snapshot, nominations: Iterable[Nomination], pending: Mapping[str, Request]
+    snapshot: Snapshot, nominations: Iterable[Nomination], pending: Mapping[str, Pending]
 ) -> dict[str, str]:
     """Per preemptor whose nomination lapses, why: it is no longer pending, or its GPUs no longer hold it
     (a node gone, cordoned or failed under them)."""
@@ -69,6 +73,8 @@ def lapsed_nominations(
         if missing:
             out[nomination.preemptor] = f"node {missing[0]} of the nomination is gone"
             continue
-        if not isinstance(place(nominated_only(snapshot, nomination), request), Placement):
+        mine = nominated_only(snapshot, nomination)
+        found = place(mine, request) if isinstance(request, Request) else request(mine)
+        if not isinstance(found, Placement):
             out[nomination.preemptor] = "the nominated GPUs no longer hold the preemptor"
     return out

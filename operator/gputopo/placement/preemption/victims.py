@@ -3,8 +3,10 @@
 For a gang the engine cannot place as required, each candidate domain (a node, an NVLink domain, a switch of
 each tier, last the whole cluster) gets the cheapest set of whole lower-priority gangs whose removal lets
 the engine place the gang there, checked by calling ``place`` on the domain's nodes with those gangs' GPUs
-freed. (A gang itself preempted within ``PreemptionRules.protection_s`` preempts nobody: it waits for free
-GPUs, so one arrival does not end gangs down a chain of priorities.)
+freed; a gang of several GPU shapes (``Preemptor.more``) is placed there a shape at a time, as ``plan_gang``
+places it, and its bounds count its GPUs in slots of their greatest common divisor. (A gang itself preempted
+within ``PreemptionRules.protection_s`` preempts nobody: it waits for free GPUs, so one arrival does not end gangs
+down a chain of priorities.)
 
 1. Bound: a domain whose free GPUs plus preemptible GPUs cannot hold the gang is skipped; the others are
    searched cheapest lower bound first (the lowest priority that frees enough GPUs, and the work lost by a
@@ -51,6 +53,7 @@ from gputopo.placement.preemption.gangs import (
     gpus_by_node,
 )
 from gputopo.placement.preemption.index import RunningIndex
+from gputopo.placement.shapes import place_shapes, ranked
 from gputopo.placement.types import NodeInfo, Placement, Snapshot
 
 __all__ = ["NoPreemption", "PreemptionCost", "PreemptionPlan", "plan_preemption"]
@@ -117,7 +120,7 @@ class _Search:
         self.index = index
         self.snapshot = snapshot = index.snapshot
         self.preemptor = preemptor
-        self.request = request = preemptor.request
+        self.request = preemptor.slots()  # what the bounds count; ``places`` places every shape
         self.rules = rules
         self.victims = index.running
         self.eligible = Eligible(index.running, preemptor, rules)
@@ -127,13 +130,14 @@ class _Search:
         for k in self.eligible.indices:
             self.ok[k] = True
             self.work[k] = sizes[k] * max(0.0, now - since[k])  # RunningGang.work_lost, from the index's columns
-        plain = not (request.node_selector or request.affinity_terms or request.gpu_model or request.tolerations)
+        requests = [shape.request for shape in preemptor.shapes]
+        plain = not any(r.node_selector or r.affinity_terms or r.gpu_model or r.tolerations for r in requests)
         self.passes: dict[int, int] = {}  # node index -> its free GPUs, for nodes that may take a worker
         free, on_node = index.free, index.on_node
         for i, info in enumerate(snapshot.nodes):
             if not free[i] and i not in on_node:
                 continue
-            if (plain and index.plain[i]) or node_rejection(info, request) is None:
+            if (plain and index.plain[i]) or any(node_rejection(info, r) is None for r in requests):
                 self.passes[i] = free[i]
         self.engine_calls = 0
         key = (rules.now, rules.protection_s, preemptor.priority, preemptor.preempted_by)
@@ -237,8 +241,17 @@ class _Search:
         return self.snapshot.part(domain.nodes, changed)
 
     def places(self, domain: Domain, chosen: Iterable[int]) -> Placement | None:
+        """The preemptor's placement in the domain with the chosen victims gone, or None. A gang of several
+        shapes is placed a shape at a time, each after the earlier ones are reserved, as ``plan_gang`` does."""
         self.engine_calls += 1
-        result = place(self.freed_view(domain, chosen), self.request)
+        view = self.freed_view(domain, chosen)
+        preemptor = self.preemptor
+        if preemptor.more:
+            result = place_shapes(view, preemptor.shapes, place)
+        else:
+            result = place(view, preemptor.request)
+            if isinstance(result, Placement) and preemptor.ranks:
+                result = ranked(result, preemptor.ranks)
         return result if isinstance(result, Placement) else None
 
     def clear(self, domain: Domain) -> tuple[tuple[int, ...], Placement] | None:
@@ -442,7 +455,7 @@ def plan_preemption(
         )
     search = _Search(index, preemptor, rules)
     eligible = search.eligible
-    domains = candidate_domains(index.snapshot, preemptor.request, search.useful())
+    domains = candidate_domains(index.snapshot, search.request, search.useful())
     leveled: list[tuple[int, Domain]] = []
     last: Domain | None = None
     for domain in domains:
