@@ -66,6 +66,7 @@ def preemption_doc(state: ClusterState, wanted: Preemptor) -> tuple[dict[str, An
         "cost": {
             "highestPriority": result.cost.highest_priority if result.victims else None,
             "workLostGpuHours": round(result.cost.work_lost_gpu_s / 3600, 3),
+            "gpusWaiting": result.cost.gpus_waiting,
             "gangsBroken": result.cost.gangs_broken,
             "fragmentation": result.cost.fragmentation,
         },

@@ -232,7 +232,8 @@ def test_cycle_refused_among_several() -> None:
 
 def test_victim_that_can_move_elsewhere_preferred() -> None:
     """Clearing n0 (a 6-GPU and a 2-GPU gang) or n1 (two 4-GPU gangs) loses the same work; n2 has 4 free
-    GPUs, where one of n1's gangs moves at once at the same bus bandwidth, so clearing n1 costs less."""
+    GPUs, where one of n1's gangs moves at once at the same bus bandwidth (or n0's 2-GPU gang), so clearing n1
+    costs less: four GPUs' worth of victims wait in the queue instead of six."""
     snap, gangs = running(
         snapshot(node("n0"), node("n1"), node("n2")),
         gang("six").on("n0", 0, 1, 2, 3, 4, 5),
@@ -244,8 +245,22 @@ def test_victim_that_can_move_elsewhere_preferred() -> None:
     plan = _plan(plan_preemption(snap, preemptor(1, 8), gangs, NOW))
     assert _names(plan) == ["four-a", "four-b"]
     assert len(plan.moves) == 1 and plan.moves[0][1].nodes == ("n2",)
-    without = _plan(plan_preemption(snap, preemptor(1, 8), gangs, PreemptionRules(now=NOW.now, moved_work_share=1.0)))
-    assert _names(without) == ["six", "two"]
+    assert (plan.cost.gpus_waiting, plan.cost.gangs_broken) == (4, 2)
+
+
+def test_a_move_does_not_outweigh_work_lost() -> None:
+    """A victim that moves at once still restarts from its checkpoint: clearing n0 loses a minute less of six
+    GPUs' work than clearing n1, where one gang could move, so n0 is cleared."""
+    snap, gangs = running(
+        snapshot(node("n0"), node("n1"), node("n2")),
+        gang("six").on("n0", 0, 1, 2, 3, 4, 5).started(60),
+        gang("two").on("n0", 6, 7),
+        gang("four-a").on("n1", 0, 1, 2, 3),
+        gang("four-b").on("n1", 4, 5, 6, 7),
+        gang("high", 99).on("n2", 4, 5, 6, 7),
+    )
+    plan = _plan(plan_preemption(snap, preemptor(1, 8), gangs, NOW))
+    assert _names(plan) == ["six", "two"] and plan.cost.gpus_waiting == 6
 
 
 def test_victims_limited_per_pass() -> None:

@@ -23,7 +23,7 @@ def _eager(search: _Search, leveled: list[tuple[int, Domain]]) -> list[tuple[tup
         nodes = [search.node_victims(i, len(domain.nodes) == 1) for i in domain.nodes]
         found = domain_bound(nodes, request.workers, request.gpus_per_worker, search.levels)
         assert found is not None
-        out.append(((found[0], found[1] * search.bound_share), domain))
+        out.append(((found[0], found[1]), domain))
     out.sort(key=lambda b: (b[1].level == CLUSTER, b[0], b[1].rank, b[1].name))
     return [(bound, domain.name) for bound, domain in out]
 

@@ -132,9 +132,7 @@ class PreemptionRules:
     ``protection_s``: a gang preempted is not preempted again this long after, and does not preempt in turn
     (it waits for free GPUs: one arrival does not set off a chain of preemptions down the priorities).
     ``max_victims``: gangs this preemptor may end (a pass passes ``victim_allowance``). ``max_domains``: candidate
-    domains whose victim sets are worked out, cheapest bound first. ``moved_work_share``: the share of its
-    lost work a victim counts when it can be re-placed at once elsewhere at no worse bus bandwidth (it loses
-    its work since the checkpoint, but no time in the queue). ``near_share`` and ``near_gpu_s``: plans of the
+    domains whose victim sets are worked out, cheapest bound first. ``near_share`` and ``near_gpu_s``: plans of the
     lowest victim priority whose work lost is within this share of the least, or within this many GPU-seconds
     of it, count as equally cheap, and among them the best bus bandwidth for the preemptor wins (an 8-GPU gang
     on one NVSwitch board instead of two PCIe pairs is worth a few more GPU-minutes lost).
@@ -144,7 +142,6 @@ class PreemptionRules:
     protection_s: float = 300.0
     max_victims: int = 64
     max_domains: int = 24
-    moved_work_share: float = 0.5
     near_share: float = 0.2
     near_gpu_s: float = 900.0
 

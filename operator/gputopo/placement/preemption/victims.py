@@ -18,8 +18,9 @@ down a chain of priorities.)
    drops the smallest gangs first, so fewer, larger gangs make the room. No subset enumeration: the engine
    is called O(victims) times per domain.
 3. Cost, compared in order: the highest priority among the victims, the work they lose (GPU-seconds since
-   their checkpoint or start; a victim that can be re-placed at once elsewhere at no worse bus bandwidth
-   counts ``moved_work_share`` of it), the number of gangs broken, the fragmentation left in the domain.
+   their checkpoint or start, whether or not they can be re-placed at once: a restart loses it either way),
+   the GPUs of victims that cannot be re-placed at once elsewhere at no worse bus bandwidth (they wait in the
+   queue: consolidation), the number of gangs broken, the fragmentation left in the domain.
    Among the cheapest, the domain giving the preemptor the best bus bandwidth wins; "the cheapest" are the
    plans of the lowest victim priority whose work lost is within ``near_share`` (or ``near_gpu_s``) of the
    least, so float-sized savings of work never put a high-priority gang on PCIe pairs instead of an NVSwitch
@@ -66,6 +67,7 @@ class PreemptionCost(NamedTuple):
 
     highest_priority: int  # of the victims; far below any priority when there are none
     work_lost_gpu_s: float  # rounded to a GPU-second so float noise does not decide
+    gpus_waiting: int  # of the victims that cannot be re-placed at once elsewhere: they wait in the queue
     gangs_broken: int
     fragmentation: float  # share of the domain's free GPUs left on partly used nodes
 
@@ -144,9 +146,6 @@ class _Search:
         self._node_victims = index.slot_memo(key)
         self._whole_victims = index.slot_memo((*key, "whole"))
         self.levels = sorted({index.running[k].priority for k in self.eligible.indices})
-        # Victims move only to GPUs free now: with too few anywhere none can, and none counts less.
-        smallest = min((index.sizes[k] for k in self.eligible.indices), default=0)
-        self.bound_share = rules.moved_work_share if self.levels and index.free_total >= smallest else 1.0
         self._slots: dict[int, tuple[int, ...]] = {}
         self._free_hosts: list[int] | None = None
 
@@ -224,7 +223,7 @@ class _Search:
         wanted = self.request.workers - sum(row[0] for _, row in rows)
         whole = len(domain.nodes) == 1
         nodes = [self.node_victims(i, whole) for i, row in rows if row[column]]
-        return domain_work(nodes, wanted, self.request.gpus_per_worker, level) * self.bound_share
+        return domain_work(nodes, wanted, self.request.gpus_per_worker, level)
 
     # -- one domain -------------------------------------------------------------------------------------------
 
@@ -367,7 +366,7 @@ class _Search:
         return (self.index.sizes[k], -self.victims[k].priority, -self.work[k], self.victims[k].name)
 
     def cost(self, domain: Domain, chosen: tuple[int, ...], placement: Placement, moved: set[int]) -> PreemptionCost:
-        work = sum(self.work[k] * (self.rules.moved_work_share if k in moved else 1.0) for k in chosen)
+        work = sum(self.work[k] for k in chosen)
         after = self.freed_view(domain, chosen).reserve(placement)
         free = stranded = 0
         for node in after:
@@ -375,7 +374,8 @@ class _Search:
             free += n
             stranded += n if node.used_gpus else 0
         highest = max((self.victims[k].priority for k in chosen), default=_NO_VICTIM)
-        return PreemptionCost(highest, round(work), len(chosen), round(stranded / free, 3) if free else 0.0)
+        waiting = sum(self.index.sizes[k] for k in chosen if k not in moved)
+        return PreemptionCost(highest, round(work), waiting, len(chosen), round(stranded / free, 3) if free else 0.0)
 
     def moves(self, chosen: tuple[int, ...], placement: Placement) -> tuple[tuple[str, Placement], ...]:
         """Victims that can be re-placed at once outside their old GPUs at no worse bus bandwidth, in turn, the
@@ -519,13 +519,14 @@ def plan_preemption(
             f"({searched} of {len(leveled)} candidate domains searched)",
             eligible.describe(),
         )
-    # Consolidation: victims that move at once cost less; worked out for the plans that could still be among
-    # the cheapest (the lowest victim priority, work within ``near`` of the least).
+    # Consolidation: of plans that lose the same work, the one whose victims move at once (and wait in no queue)
+    # costs less; worked out for the plans that could still be among the cheapest (the lowest victim priority,
+    # work within ``near`` of the least).
     found.sort(key=lambda f: (f.cost.highest_priority, f.cost.work_lost_gpu_s, -f.placement.busbw_gbps))
     lowest, limit = found[0].cost.highest_priority, math.inf
     refined: list[_Found] = []
     for item in found:
-        if item.cost.highest_priority > lowest or item.cost.work_lost_gpu_s * rules.moved_work_share > limit:
+        if item.cost.highest_priority > lowest or item.cost.work_lost_gpu_s > limit:
             break
         moves = search.moves(item.victims, item.placement) if item.victims else ()
         moved = {k for k in item.victims if search.victims[k].name in {name for name, _ in moves}}

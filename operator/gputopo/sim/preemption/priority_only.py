@@ -77,6 +77,7 @@ def preempt_by_priority(
         return NoPreemption(f"it needs more than {rules.max_victims} victims", eligible.describe())
     victims = tuple(sorted((index.running[k] for k in chosen), key=lambda v: v.name))
     work = sum(v.work_lost(rules.now) for v in victims)
-    cost = PreemptionCost(max(v.priority for v in victims), round(work), len(victims), 0.0)
+    waiting = sum(v.gpu_count for v in victims)  # it moves none of them
+    cost = PreemptionCost(max(v.priority for v in victims), round(work), waiting, len(victims), 0.0)
     domain = Domain(CLUSTER, CLUSTER, tuple(range(len(snapshot))), 99)
     return PreemptionPlan(preemptor.name, victims, domain, placement, cost)
