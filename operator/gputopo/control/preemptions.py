@@ -148,8 +148,7 @@ def _preemptor(want: Wanting, name: str) -> Preemptor:
     mine = (want.priority, want.policy, want.preempted_by, want.preempted_at)
     if not want.shapes:
         return Preemptor(replace(want.request, name=name), *mine)
-    first, *more = (replace(s, request=replace(s.request, name=name)) for s in want.shapes)
-    return Preemptor(first.request, *mine, tuple(more), first.ranks, first.label)
+    return Preemptor.of_shapes(tuple(replace(s, request=replace(s.request, name=name)) for s in want.shapes), *mine)
 
 
 @dataclass

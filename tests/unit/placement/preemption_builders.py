@@ -88,5 +88,4 @@ def shaped(
         request = Request(workers, gpus, name=name, required_tier=required_tier, same_model=False)
         out.append(Shape(request, tuple(range(rank, rank + workers))))
         rank += workers
-    first, *more = out
-    return Preemptor(first.request, priority, more=tuple(more), ranks=first.ranks)
+    return Preemptor.of_shapes(tuple(out), priority)

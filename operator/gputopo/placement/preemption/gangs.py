@@ -85,6 +85,19 @@ class Preemptor:
     ranks: tuple[int, ...] = ()
     label: str = ""
 
+    @classmethod
+    def of_shapes(
+        cls,
+        shapes: tuple[Shape, ...],
+        priority: int,
+        policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY,
+        preempted_by: frozenset[str] = frozenset(),
+        preempted_at: float | None = None,
+    ) -> Preemptor:
+        """The gang of ``shapes`` (at least one), placed in their order: the first is its ``request``."""
+        first, *more = shapes
+        return cls(first.request, priority, policy, preempted_by, preempted_at, tuple(more), first.ranks, first.label)
+
     @property
     def name(self) -> str:
         return self.request.name
