@@ -21,12 +21,16 @@ A cluster file::
 A cluster file may also say what runs there, for ``gputopo plan --preempt``::
 
     now: 7200                          # seconds, the clock of the times below
-    priorityClasses: [{name: research, value: 100}, {name: prod, value: 1000, preemptionPolicy: Never}]
+    priorityClasses:                   # checkpointWaitSeconds: how long its gangs may wait for victims' checkpoints
+      - {name: research, value: 100}
+      - {name: batch, value: 500, checkpointWaitSeconds: 600}
+      - {name: prod, value: 1000, preemptionPolicy: Never}
     gangs:                             # running gangs; their GPUs count as used
       - name: sweep-7
         priorityClassName: research    # or priority: 100
         startTime: 1800
         checkpointTime: 6000           # the work since then is what a preemption loses
+        checkpointIntervalSeconds: 1800  # and it saves every half hour: its next checkpoint is at 7800
         preemptible: true
         minRuntimeSeconds: 600
         preemptedAt: 1700              # protected for a while after a preemption
@@ -133,6 +137,12 @@ class PriorityClassEntry(_FileModel):
     name: str = Field(min_length=1, max_length=253)
     value: PriorityValue
     preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+    checkpoint_wait_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        le=86400,
+        description="How long its gangs may wait for their victims' next checkpoint before they preempt (0: at once).",
+    )
 
 
 class ClusterGangWorker(_FileModel):
@@ -148,6 +158,9 @@ class ClusterGang(_FileModel):
     priority_class_name: str | None = Field(default=None, min_length=1)
     start_time: float = Field(default=0.0, description="Seconds on the clock of now.")
     checkpoint_time: float | None = Field(default=None, description="Its last checkpoint: a restart resumes there.")
+    checkpoint_interval_seconds: float | None = Field(
+        default=None, gt=0, description="How often it checkpoints: its next checkpoints are then known."
+    )
     preemptible: StrictBool = True
     min_runtime_seconds: float = Field(default=0.0, ge=0)
     preempted_at: float | None = Field(default=None, description="When it was last preempted (protects it).")

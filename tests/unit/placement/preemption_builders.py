@@ -34,6 +34,11 @@ class GangBuilder:
         self.fields["checkpoint_time"] = at
         return self
 
+    def every(self, seconds: float) -> GangBuilder:
+        """It checkpoints every ``seconds`` (its declared interval)."""
+        self.fields["checkpoint_interval_s"] = seconds
+        return self
+
     def min_runtime(self, seconds: float) -> GangBuilder:
         self.fields["min_runtime_s"] = seconds
         return self
@@ -72,10 +77,14 @@ def preemptor(
     required_tier: int | None = None,
     never: bool = False,
     preempted_by: frozenset[str] = frozenset(),
+    checkpoint_wait: float = 0.0,
+    waiting_since: float | None = None,
 ) -> Preemptor:
     request = Request(workers, gpus, name=name, required_tier=required_tier, same_model=False)
     policy = PreemptionPolicy.NEVER if never else PreemptionPolicy.PREEMPT_LOWER_PRIORITY
-    return Preemptor(request, priority, policy, preempted_by)
+    return Preemptor(
+        request, priority, policy, preempted_by, checkpoint_wait_s=checkpoint_wait, waiting_since=waiting_since
+    )
 
 
 def shaped(

@@ -37,9 +37,10 @@ def gpus_by_node(placement: Placement) -> dict[str, frozenset[int]]:
 class RunningGang:
     """A gang that holds GPUs now: always preempted whole, never in part.
 
-    ``checkpoint_time`` is when it last saved its state (what a restart resumes from); ``preempted_at`` when
-    it was last preempted, which protects it for ``PreemptionRules.protection_s``; ``preempted_by`` the
-    gangs that preempted it before, so it never preempts them back (no cycle).
+    ``checkpoint_time`` is when it last saved its state (what a restart resumes from), and
+    ``checkpoint_interval_s`` how often it saves (declared by the gang: its next checkpoints are then known);
+    ``preempted_at`` when it was last preempted, which protects it for ``PreemptionRules.protection_s``;
+    ``preempted_by`` the gangs that preempted it before, so it never preempts them back (no cycle).
     """
 
     name: str
@@ -51,15 +52,29 @@ class RunningGang:
     min_runtime_s: float = 0.0
     preempted_at: float | None = None
     preempted_by: frozenset[str] = frozenset()
+    checkpoint_interval_s: float | None = None
 
     @property
     def gpu_count(self) -> int:
         return self.placement.gpu_count
 
+    def last_checkpoint(self, now: float) -> float:
+        """What a restart at ``now`` resumes from: the latest checkpoint by then (the declared one, and after it
+        one every ``checkpoint_interval_s`` when the gang declares its interval), else its start."""
+        since = self.start_time if self.checkpoint_time is None else max(self.start_time, self.checkpoint_time)
+        interval = self.checkpoint_interval_s
+        if interval and now > since:
+            since += math.floor((now - since) / interval) * interval
+        return since
+
+    def next_checkpoint(self, now: float) -> float | None:
+        """When it next saves its state after ``now``; None when it declares no interval."""
+        interval = self.checkpoint_interval_s
+        return self.last_checkpoint(now) + interval if interval else None
+
     def work_lost(self, now: float) -> float:
         """GPU-seconds a preemption at ``now`` throws away: since the last checkpoint, else since the start."""
-        since = self.start_time if self.checkpoint_time is None else max(self.start_time, self.checkpoint_time)
-        return self.gpu_count * max(0.0, now - since)
+        return self.gpu_count * max(0.0, now - self.last_checkpoint(now))
 
     def request(self) -> Request:
         """The gang's shape, to re-place it elsewhere: its workers and the GPUs of its widest worker."""
@@ -74,6 +89,9 @@ class Preemptor:
     A gang of several GPU shapes is ``request`` (its first shape), with ``ranks`` its ranks of that request's
     workers and ``label`` their name, and ``more``, its other shapes: each placed in turn in the same domain, as
     ``plan_gang`` places them. Without ``ranks`` the workers are numbered from 0.
+
+    ``checkpoint_wait_s``: how long it may wait, from ``waiting_since`` (when it was queued), for its victims'
+    next checkpoint, so they lose only the work since (0: it preempts at once, as an urgent class should).
     """
 
     request: Request
@@ -84,6 +102,8 @@ class Preemptor:
     more: tuple[Shape, ...] = ()
     ranks: tuple[int, ...] = ()
     label: str = ""
+    checkpoint_wait_s: float = 0.0
+    waiting_since: float | None = None
 
     @classmethod
     def of_shapes(

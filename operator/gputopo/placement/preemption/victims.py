@@ -97,10 +97,12 @@ class PreemptionPlan:
 
 @dataclass(frozen=True, slots=True)
 class NoPreemption:
-    """Why no preemption helps, in words a user can act on."""
+    """Why no preemption helps, in words a user can act on; ``retry_at``, when it should be asked again (its
+    victims' next checkpoint, which it waits for)."""
 
     reason: str
     details: tuple[str, ...] = ()
+    retry_at: float | None = None
 
     def __str__(self) -> str:
         return self.reason if not self.details else f"{self.reason} ({'; '.join(self.details)})"
@@ -131,7 +133,9 @@ class _Search:
         now, sizes, since = rules.now, index.sizes, index.since
         for k in self.eligible.indices:
             self.ok[k] = True
-            self.work[k] = sizes[k] * max(0.0, now - since[k])  # RunningGang.work_lost, from the index's columns
+            gang = index.running[k]
+            # RunningGang.work_lost, from the index's columns unless the gang checkpoints on a declared interval
+            self.work[k] = gang.work_lost(now) if gang.checkpoint_interval_s else sizes[k] * max(0.0, now - since[k])
         requests = [shape.request for shape in preemptor.shapes]
         plain = not any(r.node_selector or r.affinity_terms or r.gpu_model or r.tolerations for r in requests)
         self.passes: dict[int, int] = {}  # node index -> its free GPUs, for nodes that may take a worker
@@ -541,4 +545,37 @@ def plan_preemption(
     )
     assert best is not None
     victims = tuple(sorted((search.victims[k] for k in best.victims), key=lambda v: v.name))
+    wait = checkpoint_wait(victims, preemptor, rules)
+    if wait is not None:
+        return wait
     return PreemptionPlan(preemptor.name, victims, best.domain, best.placement, best.cost, best.moves, searched)
+
+
+def checkpoint_wait(
+    victims: tuple[RunningGang, ...], preemptor: Preemptor, rules: PreemptionRules
+) -> NoPreemption | None:
+    """Wait for the victims' next checkpoint rather than preempt now, when the preemptor may wait that long
+    (``Preemptor.checkpoint_wait_s`` from when it was queued) and the work it spares them is more than the
+    preemptor's GPUs idle meanwhile, and at least ``near_gpu_s``: a 256-GPU gang two minutes before its
+    half-hourly checkpoint loses 120 GPU-hours now, almost none then. None: preempt now."""
+    if preemptor.checkpoint_wait_s <= 0:
+        return None
+    now = rules.now
+    deadline = (now if preemptor.waiting_since is None else preemptor.waiting_since) + preemptor.checkpoint_wait_s
+    times = sorted({t for v in victims if (t := v.next_checkpoint(now)) is not None and now < t <= deadline})
+    if not times:
+        return None
+    lost_now = sum(v.work_lost(now) for v in victims)
+    best_t, best_gain = now, 0.0
+    for t in times:
+        gain = lost_now - sum(v.work_lost(t) for v in victims) - preemptor.total_gpus * (t - now)
+        if gain > best_gain:
+            best_t, best_gain = t, gain
+    if best_gain < rules.near_gpu_s:
+        return None
+    return NoPreemption(
+        f"its victims checkpoint in {best_t - now:.0f} s: it waits for that rather than have them lose "
+        f"{best_gain / 3600:.1f} GPU-hours more",
+        tuple(v.name for v in victims),
+        retry_at=best_t,
+    )

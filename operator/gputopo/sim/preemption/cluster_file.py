@@ -29,6 +29,7 @@ class PriorityClass:
     name: str
     value: int
     policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+    checkpoint_wait_s: float = 0.0  # how long its gangs may wait for their victims' next checkpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +48,7 @@ def priority_classes(entries: list[PriorityClassEntry], where: str = "priorityCl
     for i, entry in enumerate(entries):
         if entry.name in out:
             raise ClusterFileError(f"{where}[{i}].name: {entry.name!r} is defined twice")
-        out[entry.name] = PriorityClass(entry.name, entry.value, entry.preemption_policy)
+        out[entry.name] = PriorityClass(entry.name, entry.value, entry.preemption_policy, entry.checkpoint_wait_seconds)
     return out
 
 
@@ -110,6 +111,7 @@ def cluster_state_from_data(data: Any, *, base: Path | None = None) -> ClusterSt
             held_placement(snapshot, workers),
             start_time=raw.start_time,
             checkpoint_time=raw.checkpoint_time,
+            checkpoint_interval_s=raw.checkpoint_interval_seconds,
             preemptible=raw.preemptible,
             min_runtime_s=raw.min_runtime_seconds,
             preempted_at=raw.preempted_at,

@@ -171,7 +171,7 @@ class _Run:
     generation: int
 
 
-_END, _START, _ARRIVE = 0, 1, 2
+_END, _START, _ARRIVE, _WAKE = 0, 1, 2, 3
 
 
 def _request(job: PriorityJob) -> Request:
@@ -208,6 +208,7 @@ def replay(
     times_preempted = [0] * len(trace)
     behind = [0.0] * len(trace)  # before its first start, seconds its own class or higher filled the cluster
     behind_since: dict[int, float] = {}
+    wakes: set[tuple[int, float]] = set()
     done, total = 0, len(events)
 
     def fits_without_lower(j: int) -> bool:
@@ -230,7 +231,8 @@ def replay(
         interval = job.checkpoint_interval_s
         checkpoint = run.start + math.floor((now - run.start) / interval) * interval if interval else None
         return RunningGang(job.name, job.priority, run.placement, run.start, checkpoint, job.preemptible,
-                           job.min_runtime_s, preempted_at.get(i), frozenset(preempted_by.get(i, ())))  # fmt: skip
+                           job.min_runtime_s, preempted_at.get(i), frozenset(preempted_by.get(i, ())),
+                           interval)  # fmt: skip
 
     def start(i: int, placement: Placement, now: float) -> None:
         unblock(i, now)
@@ -251,7 +253,7 @@ def replay(
         elif kind == _START:
             placement, _ = starting.pop(i)
             start(i, placement, now)
-        else:
+        elif kind == _ARRIVE:
             queue[i] = now
         budget, preemptors = max_victims_per_pass, preemptors_per_pass
         running: list[RunningGang] | None = None
@@ -275,12 +277,16 @@ def replay(
                 running = [gang(k, now) for k in runs]
             job = trace[j]
             wanted = Preemptor(
-                request, job.priority, job.policy, frozenset(preempted_by.get(j, ())), preempted_at.get(j)
-            )
+                request, job.priority, job.policy, frozenset(preempted_by.get(j, ())), preempted_at.get(j),
+                checkpoint_wait_s=job.checkpoint_wait_s, waiting_since=queue[j],
+            )  # fmt: skip
             allowance = victim_allowance(max_victims_per_pass, budget, max_victims_per_gang)
             rules = PreemptionRules(now=now, protection_s=protection_s, max_victims=allowance)
             plan = policy(snapshot, wanted, running, rules)
             if not isinstance(plan, PreemptionPlan):
+                if plan.retry_at is not None and (j, plan.retry_at) not in wakes:
+                    wakes.add((j, plan.retry_at))  # asked again at its victims' checkpoint
+                    heapq.heappush(events, (plan.retry_at, _WAKE, j, 0))
                 continue
             if not plan.victims:  # a domain where it fits as it is, which the engine's own choice missed
                 del queue[j]

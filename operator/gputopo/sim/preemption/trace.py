@@ -33,6 +33,7 @@ class PriorityJob:
     grace_period_s: float = 30.0
     preemptible: bool = True
     min_runtime_s: float = 0.0
+    checkpoint_wait_s: float = 0.0  # its class's: how long it may wait for its victims' next checkpoint
 
     @property
     def name(self) -> str:
@@ -56,20 +57,25 @@ def priority_trace_from_data(data: Any) -> tuple[list[PriorityJob], dict[str, Pr
         job = TraceJob(j.name, j.arrival, j.duration, j.workers, j.gpus_per_worker, j.slice_size)
         out.append(
             PriorityJob(job, found.value, found.name, found.policy, j.checkpoint_interval_seconds,
-                        j.grace_period_seconds, j.preemptible, j.min_runtime_seconds)
+                        j.grace_period_seconds, j.preemptible, j.min_runtime_seconds, found.checkpoint_wait_s)
         )  # fmt: skip
     return out, classes
 
 
-# (name, value, share of jobs): most work is low-priority research, a little is urgent.
-DEFAULT_CLASSES: tuple[tuple[str, int, float], ...] = (("low", 100, 0.6), ("mid", 500, 0.3), ("high", 1000, 0.1))
+# (name, value, share of jobs, checkpoint wait): most work is low-priority research, a little is urgent. Urgent
+# work preempts at once; the middle class may wait up to ten minutes for its victims' next checkpoint.
+DEFAULT_CLASSES: tuple[tuple[str, int, float, float], ...] = (
+    ("low", 100, 0.6, 0.0),
+    ("mid", 500, 0.3, 600.0),
+    ("high", 1000, 0.1, 0.0),
+)
 
 
 def generate_priority_trace(
     rng: random.Random,
     jobs: int,
     *,
-    classes: Sequence[tuple[str, int, float]] = DEFAULT_CLASSES,
+    classes: Sequence[tuple[str, int, float, float]] = DEFAULT_CLASSES,
     checkpoint_interval_s: float = 1800.0,
     grace_period_s: float = 30.0,
     **shape: Any,
@@ -77,19 +83,21 @@ def generate_priority_trace(
     """``generate_trace``'s jobs, each given a class by the classes' shares; every job checkpoints every
     ``checkpoint_interval_s`` and gets ``grace_period_s`` to save its state when preempted."""
     base = generate_trace(rng, jobs, **shape)
-    weights = [share for _, _, share in classes]
+    weights = [share for _, _, share, _ in classes]
     out = []
     for job in base:
-        name, value, _ = rng.choices(list(classes), weights)[0]
+        name, value, _, wait = rng.choices(list(classes), weights)[0]
         out.append(PriorityJob(job, value, name, checkpoint_interval_s=checkpoint_interval_s,
-                               grace_period_s=grace_period_s))  # fmt: skip
-    return out, {name: PriorityClass(name, value) for name, value, _ in classes}
+                               grace_period_s=grace_period_s, checkpoint_wait_s=wait))  # fmt: skip
+    return out, {name: PriorityClass(name, value, checkpoint_wait_s=wait) for name, value, _, wait in classes}
 
 
 def priority_trace_to_data(jobs: Sequence[PriorityJob], classes: Mapping[str, PriorityClass]) -> dict[str, Any]:
     return {
         "priorityClasses": [
-            {"name": c.name, "value": c.value, "preemptionPolicy": c.policy.value} for c in classes.values()
+            {"name": c.name, "value": c.value, "preemptionPolicy": c.policy.value,
+             **({"checkpointWaitSeconds": c.checkpoint_wait_s} if c.checkpoint_wait_s else {})}
+            for c in classes.values()
         ],
         "jobs": [
             {"name": p.job.name, "arrival": p.job.arrival, "duration": p.job.duration, "workers": p.job.workers,
