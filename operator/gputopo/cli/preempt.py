@@ -32,7 +32,7 @@ def preemptor(state: ClusterState, request: Request, priority: int, priority_cla
         raise CliError(
             f"priority class {priority_class!r} is not in the cluster file's priorityClasses; known: {known}"
         )
-    return Preemptor(request, found.value, found.policy)
+    return Preemptor(request, found.value, found.policy, checkpoint_wait_s=found.checkpoint_wait_s)
 
 
 def _gpus(gpus: dict[str, frozenset[int]]) -> list[dict[str, Any]]:
@@ -46,7 +46,12 @@ def preemption_doc(state: ClusterState, wanted: Preemptor) -> tuple[dict[str, An
         "preemptionPolicy": wanted.policy.value,
     }
     if isinstance(result, NoPreemption):
-        return {**doc, "possible": False, "reason": result.reason, "details": list(result.details)}, result
+        waits = (
+            {}
+            if result.retry_at is None
+            else {"retryAt": result.retry_at, "waitsForCheckpointOf": list(result.details)}
+        )
+        return {**doc, "possible": False, "reason": result.reason, "details": list(result.details), **waits}, result
     now = state.now
     moved = dict(result.moves)
     return {
@@ -80,6 +85,12 @@ def preemption_doc(state: ClusterState, wanted: Preemptor) -> tuple[dict[str, An
 def print_preemption(result: PreemptionPlan | NoPreemption, wanted: Preemptor, now: float) -> None:
     policy = "" if wanted.policy is PreemptionPolicy.PREEMPT_LOWER_PRIORITY else f", preemptionPolicy {wanted.policy}"
     if isinstance(result, NoPreemption):
+        if result.retry_at is not None:
+            typer.echo(
+                f"Not yet (priority {wanted.priority}{policy}): {result.reason}; ask again at {result.retry_at:.0f} "
+                f"(victims {', '.join(result.details)})"
+            )
+            return
         typer.echo(f"No preemption helps (priority {wanted.priority}{policy}): {result.reason}")
         for line in result.details:
             typer.echo(f"  - {line}")

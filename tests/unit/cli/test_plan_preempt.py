@@ -160,3 +160,23 @@ def test_unknown_priority_class_option(tmp_path: Path) -> None:
         result.stderr.strip()
         == "error: priority class 'gold' is not in the cluster file's priorityClasses; known: research, prod, urgent"
     )
+
+
+def test_plan_preempt_waits_for_the_victims_checkpoint(tmp_path: Path) -> None:
+    """eval-3 checkpoints every 3,700 s from its start at 3,600: 100 s from now it has saved its hour of work. A
+    class that may wait ten minutes for that is told to come back then; prod, which may not, preempts now."""
+    cluster: dict[str, Any] = {
+        **CLUSTER,
+        "priorityClasses": [*CLUSTER["priorityClasses"], {"name": "batch", "value": 500, "checkpointWaitSeconds": 600}],
+        "gangs": [{**g, "checkpointIntervalSeconds": 3700} if g["name"] == "eval-3" else g for g in CLUSTER["gangs"]],
+    }
+    args = [*_files(tmp_path, cluster), "--preempt", "--priority-class", "batch"]
+    doc = json.loads(runner.invoke(app, [*args, "--json"]).stdout)["preemption"]
+    assert doc["possible"] is False and doc["retryAt"] == 7300
+    assert doc["waitsForCheckpointOf"] == ["eval-3", "sweep-2"] and "checkpoint in 100 s" in doc["reason"]
+    text = runner.invoke(app, args).stdout
+    assert "Not yet (priority 500)" in text and "ask again at 7300" in text
+    now = json.loads(
+        runner.invoke(app, [*_files(tmp_path, cluster), "--preempt", "--priority-class", "prod", "--json"]).stdout
+    )
+    assert now["preemption"]["possible"] is True

@@ -74,3 +74,18 @@ def test_a_wide_preemptor_does_not_idle_longer_than_the_work_it_spares() -> None
     narrow = preemptor(1, 8, checkpoint_wait=600, waiting_since=10_000)
     result = plan_preemption(snap, narrow, gangs, PreemptionRules(now=10_000))
     assert isinstance(result, NoPreemption) and result.retry_at == 10_300
+
+
+def test_plans_are_compared_by_what_they_lose_at_the_victims_checkpoint() -> None:
+    """Now, the gang on n0 loses less (20 min of 8 GPUs) than the one on n1 (28 min); but n1's checkpoints in
+    two minutes and n0's declares no interval. A preemptor that may wait clears n1 then; one that may not
+    clears n0 now."""
+    snap, gangs = running(
+        snapshot(node("n0"), node("n1")),
+        gang("steady").on("n0", *range(8)).started(10_000 - 1_200),
+        gang("due").on("n1", *range(8)).started(10_120 - 4 * HALF_HOUR).every(HALF_HOUR),
+    )
+    waiting = plan_preemption(snap, preemptor(1, 8, checkpoint_wait=600), gangs, PreemptionRules(now=10_000))
+    assert isinstance(waiting, NoPreemption) and waiting.retry_at == 10_120 and waiting.details == ("due",)
+    urgent = plan_preemption(snap, preemptor(1, 8), gangs, PreemptionRules(now=10_000))
+    assert isinstance(urgent, PreemptionPlan) and [v.name for v in urgent.victims] == ["steady"]

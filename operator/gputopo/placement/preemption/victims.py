@@ -20,7 +20,10 @@ down a chain of priorities.)
 3. Cost, compared in order: the highest priority among the victims, the work they lose (GPU-seconds since
    their checkpoint or start, whether or not they can be re-placed at once: a restart loses it either way),
    the GPUs of victims that cannot be re-placed at once elsewhere at no worse bus bandwidth (they wait in the
-   queue: consolidation), the number of gangs broken, the fragmentation left in the domain.
+   queue: consolidation), the number of gangs broken, the fragmentation left in the domain. A preemptor that may
+   wait for its victims' next checkpoint (``Preemptor.checkpoint_wait_s``) compares plans by the work they lose
+   at the best moment within its wait, less its GPUs idle until then (``checkpoint_gain``), and when the plan it
+   takes is cheaper later it is told to come back then (``NoPreemption.retry_at``) and preempts nobody now.
    Among the cheapest, the domain giving the preemptor the best bus bandwidth wins; "the cheapest" are the
    plans of the lowest victim priority whose work lost is within ``near_share`` (or ``near_gpu_s``) of the
    least, so float-sized savings of work never put a high-priority gang on PCIe pairs instead of an NVSwitch
@@ -136,6 +139,15 @@ class _Search:
             gang = index.running[k]
             # RunningGang.work_lost, from the index's columns unless the gang checkpoints on a declared interval
             self.work[k] = gang.work_lost(now) if gang.checkpoint_interval_s else sizes[k] * max(0.0, now - since[k])
+        if preemptor.checkpoint_wait_s > 0:
+            # A preemptor that may wait searches with each victim's work at its best moment: none at its next
+            # checkpoint within the wait. The plans found are then costed as a whole (``checkpoint_gain``).
+            start = now if preemptor.waiting_since is None else preemptor.waiting_since
+            deadline = start + preemptor.checkpoint_wait_s
+            for k in self.eligible.indices:
+                due = index.running[k].next_checkpoint(now)
+                if due is not None and due <= deadline:
+                    self.work[k] = 0.0
         requests = [shape.request for shape in preemptor.shapes]
         plain = not any(r.node_selector or r.affinity_terms or r.gpu_model or r.tolerations for r in requests)
         self.passes: dict[int, int] = {}  # node index -> its free GPUs, for nodes that may take a worker
@@ -523,23 +535,37 @@ def plan_preemption(
             f"({searched} of {len(leveled)} candidate domains searched)",
             eligible.describe(),
         )
+    # A preemptor that may wait for its victims' next checkpoint compares plans by what they lose at the best
+    # moment within its wait (``checkpoint_gain``): a gang two minutes before its checkpoint is cheap to wait for.
+    spared: dict[tuple[int, ...], float] = {}  # victims -> work lost at their best moment
+
+    def work(f: _Found) -> float:
+        if preemptor.checkpoint_wait_s <= 0 or not f.victims:
+            return f.cost.work_lost_gpu_s
+        if f.victims not in spared:
+            victims = tuple(search.victims[k] for k in f.victims)
+            spared[f.victims] = (
+                sum(v.work_lost(rules.now) for v in victims) - checkpoint_gain(victims, preemptor, rules)[1]
+            )
+        return spared[f.victims]
+
     # Consolidation: of plans that lose the same work, the one whose victims move at once (and wait in no queue)
     # costs less; worked out for the plans that could still be among the cheapest (the lowest victim priority,
     # work within ``near`` of the least).
-    found.sort(key=lambda f: (f.cost.highest_priority, f.cost.work_lost_gpu_s, -f.placement.busbw_gbps))
+    found.sort(key=lambda f: (f.cost.highest_priority, work(f), -f.placement.busbw_gbps))
     lowest, limit = found[0].cost.highest_priority, math.inf
     refined: list[_Found] = []
     for item in found:
-        if item.cost.highest_priority > lowest or item.cost.work_lost_gpu_s > limit:
+        if item.cost.highest_priority > lowest or work(item) > limit:
             break
         moves = search.moves(item.victims, item.placement) if item.victims else ()
         moved = {k for k in item.victims if search.victims[k].name in {name for name, _ in moves}}
         item = replace(item, cost=search.cost(item.domain, item.victims, item.placement, moved), moves=moves)
         refined.append(item)
-        limit = min(limit, near(item.cost.work_lost_gpu_s))
+        limit = min(limit, near(work(item)))
     # Among the cheapest, the best bus bandwidth for the preemptor, then the least work, gangs, fragmentation.
     best = min(
-        (f for f in refined if f.cost.work_lost_gpu_s <= limit),
+        (f for f in refined if work(f) <= limit),
         key=lambda f: (-round(f.placement.busbw_gbps, 6), f.cost, f.domain.rank),
         default=None,
     )
@@ -548,7 +574,30 @@ def plan_preemption(
     wait = checkpoint_wait(victims, preemptor, rules)
     if wait is not None:
         return wait
-    return PreemptionPlan(preemptor.name, victims, best.domain, best.placement, best.cost, best.moves, searched)
+    cost = best.cost
+    if preemptor.checkpoint_wait_s > 0:  # preempting now: the work they lose now, not at their next checkpoint
+        cost = cost._replace(work_lost_gpu_s=round(sum(v.work_lost(rules.now) for v in victims)))
+    return PreemptionPlan(preemptor.name, victims, best.domain, best.placement, cost, best.moves, searched)
+
+
+def checkpoint_gain(
+    victims: tuple[RunningGang, ...], preemptor: Preemptor, rules: PreemptionRules
+) -> tuple[float, float]:
+    """The best moment to preempt ``victims`` within the preemptor's checkpoint wait, and the GPU-seconds that
+    saves: the work they would lose now less what they lose then, less the preemptor's GPUs idle meanwhile
+    (``(now, 0)``: now)."""
+    now = rules.now
+    if preemptor.checkpoint_wait_s <= 0:
+        return now, 0.0
+    deadline = (now if preemptor.waiting_since is None else preemptor.waiting_since) + preemptor.checkpoint_wait_s
+    times = sorted({t for v in victims if (t := v.next_checkpoint(now)) is not None and now < t <= deadline})
+    lost_now = sum(v.work_lost(now) for v in victims) if times else 0.0
+    best_t, best_gain = now, 0.0
+    for t in times:
+        gain = lost_now - sum(v.work_lost(t) for v in victims) - preemptor.total_gpus * (t - now)
+        if gain > best_gain:
+            best_t, best_gain = t, gain
+    return best_t, best_gain
 
 
 def checkpoint_wait(
@@ -558,21 +607,10 @@ def checkpoint_wait(
     (``Preemptor.checkpoint_wait_s`` from when it was queued) and the work it spares them is more than the
     preemptor's GPUs idle meanwhile, and at least ``near_gpu_s``: a 256-GPU gang two minutes before its
     half-hourly checkpoint loses 120 GPU-hours now, almost none then. None: preempt now."""
-    if preemptor.checkpoint_wait_s <= 0:
+    best_t, best_gain = checkpoint_gain(victims, preemptor, rules)
+    if best_gain <= 0 or best_gain < rules.near_gpu_s:
         return None
     now = rules.now
-    deadline = (now if preemptor.waiting_since is None else preemptor.waiting_since) + preemptor.checkpoint_wait_s
-    times = sorted({t for v in victims if (t := v.next_checkpoint(now)) is not None and now < t <= deadline})
-    if not times:
-        return None
-    lost_now = sum(v.work_lost(now) for v in victims)
-    best_t, best_gain = now, 0.0
-    for t in times:
-        gain = lost_now - sum(v.work_lost(t) for v in victims) - preemptor.total_gpus * (t - now)
-        if gain > best_gain:
-            best_t, best_gain = t, gain
-    if best_gain < rules.near_gpu_s:
-        return None
     return NoPreemption(
         f"its victims checkpoint in {best_t - now:.0f} s: it waits for that rather than have them lose "
         f"{best_gain / 3600:.1f} GPU-hours more",

@@ -324,6 +324,8 @@ def replay(
             # put it ahead of higher-priority jobs waiting for the same GPUs.
             report.movable += len(plan.moves)
             running = None
+        if kind == _WAKE:
+            continue  # not one of the trace's events: the progress counts those
         done += 1
         if on_event is not None:
             on_event(done, total)
