@@ -38,7 +38,7 @@ from gputopo.sim.preemption.priority_only import preempt_by_priority
 from gputopo.sim.preemption.trace import PriorityJob
 
 # A report's figures by name: numbers, the shadow's name, the loss per preemptor class.
-Figures = dict[str, float | int | str | dict[str, float] | None]
+Figures = dict[str, float | int | str | dict[str, float] | dict[str, float | None] | None]
 
 __all__ = ["PREEMPTION_POLICIES", "Preempt", "PreemptionReport", "PriorityOutcome", "SameState", "replay"]
 
@@ -117,11 +117,20 @@ class PreemptionReport:
             "victim_gpu_hours_lost": self.victim_gpu_seconds_lost / 3600,
             "jobs_never_placed": sum(self.never_placed.values()),
             "mean_wait_s_all": statistics.fmean(o.wait for o in self.outcomes) if self.outcomes else 0.0,
+            "wait_p50_s_by_class": {cls: _quantile(w, 0.5) for cls, w in sorted(self._waits().items())},
+            "wait_p99_s_by_class": {cls: _quantile(w, 0.99) for cls, w in sorted(self._waits().items())},
             "victim_gpu_hours_lost_by_preemptor_class": {
                 cls: seconds / 3600 for cls, seconds in sorted(self.lost_by_preemptor_class.items())
             },
             **(self.shadow.summary() if self.shadow is not None else {}),
         }
+
+    def _waits(self) -> dict[str, list[float]]:
+        """Each class's waits from arrival to first start, sorted."""
+        out: dict[str, list[float]] = {}
+        for o in self.outcomes:
+            out.setdefault(o.priority_class, []).append(o.wait)
+        return {cls: sorted(w) for cls, w in out.items()}
 
 
 @dataclass(slots=True)
