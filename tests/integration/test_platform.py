@@ -79,6 +79,16 @@ INVALID = [
     ("nvlink-for-one-gpu", {"gpusPerWorker": 1, "topology": {"intraNode": "nvlink"}}, "spec.topology.intraNode"),
     ("slice-does-not-divide", {"workers": 12, "topology": {"sliceSize": 8}}, "spec.topology.sliceSize"),
     ("no-containers", {"template": {"spec": {"containers": []}}}, "spec.template.spec.containers"),
+    (
+        "zero-checkpoint-interval",
+        {"preemption": {"checkpointIntervalSeconds": 0}},
+        "spec.preemption.checkpointIntervalSeconds: Invalid value",
+    ),
+    (
+        "negative-checkpoint-interval",
+        {"preemption": {"checkpointIntervalSeconds": -600}},
+        "spec.preemption.checkpointIntervalSeconds: Invalid value",
+    ),
 ]
 
 

@@ -1,15 +1,20 @@
 """Preemption on the sandbox's real kube-apiserver, kube-scheduler and kube-controller-manager, with real
 PriorityClasses: a TrainingJob and a PodGroup gang each clear a node of a lower-priority gang, the victims end as
-their owners expect, and an operator killed mid-preemption finishes it once, from what the cluster shows.
+their owners expect, an operator killed mid-preemption finishes it once, from what the cluster shows, and a
+preemptor whose class lets it wait holds off until its victim's declared checkpoint.
 
-Each test confines its gangs to one free 8-GPU node (a node selector), so the cluster is full for them alone.
+Each test confines its gangs to free 8-GPU nodes (a node selector or affinity), so the cluster is full for them
+alone.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -246,3 +251,104 @@ def test_kill_9_mid_preemption_finishes_it_once_from_the_nomination(
     assert [w["node"] for w in high["placement"]["workers"]] == [node]
     assert len(jobs.pods("high")) == 1
     assert "nomination" not in jobs.status("high")
+
+
+# -- waiting for the victim's checkpoint -------------------------------------------------------------------------
+
+PATIENT = "gputopo-test-patient"
+INTERVAL = 70  # the victim's checkpoints: every 70 s from its placement
+
+
+def free_nodes(sandbox: SandboxHandle, count: int) -> list[str]:
+    """``count`` 8-GPU nodes no pod holds GPUs on."""
+    pods = json.loads(sandbox.kubectl("get", "pods", "-A", "-o", "json"))["items"]
+    busy = {p["spec"].get("nodeName") for p in pods if p["status"].get("phase") in ("Pending", "Running")}
+    found = [
+        node
+        for node in sandbox.nodes
+        if node not in busy and len(sandbox.get_json("nodetopology", node)["status"].get("gpus") or []) == 8
+    ]
+    if len(found) < count:
+        pytest.fail(f"{count} free 8-GPU nodes wanted, the sandbox has {len(found)}")
+    return found[:count]
+
+
+def spread(name: str, nodes: list[str], priority_class: str, **spec: Any) -> dict[str, Any]:
+    """A TrainingJob of one 8-GPU worker per node of ``nodes``, on those nodes only."""
+    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}]}
+    required = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    template = {
+        "spec": {"affinity": {"nodeAffinity": required}, "containers": [{"name": "trainer", "image": "pytorch"}]}
+    }
+    return training_job(
+        name, NS, workers=len(nodes), gpusPerWorker=8, template=template, priorityClassName=priority_class, **spec
+    )
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def test_a_preemptor_of_a_patient_class_waits_for_the_victims_checkpoint_then_preempts(
+    sandbox: SandboxHandle, jobs: Jobs
+) -> None:
+    """The class may wait 120 s; the victim (32 GPUs on four nodes) checkpoints every 70 s from its placement. The
+    8-GPU preemptor comes 20-27 s before a checkpoint, when preempting would lose the victim over 900 GPU-seconds
+    more than waiting idles it: it waits, saying so, and preempts at the checkpoint.
+
+    Times are the operator's clock (this machine's): the victim's placement time is its Placed condition's."""
+    patient = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": PATIENT, "annotations": {"gputopo.io/checkpoint-wait-seconds": "120"}},
+        "value": 1000,
+    }
+    sandbox.kubectl("apply", "-f", "-", input=json.dumps(patient))
+    try:
+        nodes = free_nodes(sandbox, 4)
+        low = spread(
+            "low",
+            nodes,
+            LOW,
+            gpu={"sameModel": False},
+            failurePolicy={"gracePeriodSeconds": 1},
+            preemption={"checkpointIntervalSeconds": INTERVAL},
+        )
+        jobs.apply(low)
+        jobs.wait_phase("low", "Running", timeout=90)
+        placed = jobs.condition("low", "Placed")
+        assert placed is not None and placed["status"] == "True"
+        start = _seconds(placed["lastTransitionTime"])
+        # Arrive 20-27 s before a checkpoint, at least 42 s after the last: 32 GPUs x 42 s lost now against
+        # 8 GPUs x 27 s idle is 1128 GPU-seconds spared, over the 900 that make a wait worth it.
+        earliest = max(time.time(), start + 42)
+        checkpoint = start + math.ceil((earliest + 20 - start) / INTERVAL) * INTERVAL
+        arrive = max(checkpoint - 27, earliest)
+        time.sleep(max(0.0, arrive - time.time()))  # until a computed instant, not for something to happen
+        jobs.apply(confined("high", nodes[0], PATIENT))
+
+        def waiting() -> dict[str, Any] | None:
+            found = jobs.condition("high", "Placed")
+            return found if found is not None and found["reason"] == "WaitingForCheckpoint" else None
+
+        left = max(1.0, checkpoint - 3 - time.time())
+        condition = jobs.wait("high waiting for the checkpoint", waiting, timeout=left)
+        assert condition["status"] == "False"
+        assert f"for the next checkpoint of {NS}/low" in condition["message"]
+        assert time.time() < checkpoint - 2, "the wait was seen too late to tell it from a preemption"
+        time.sleep(max(0.0, checkpoint - 2 - time.time()))  # just before the checkpoint: still nobody preempted
+        low_now = jobs.status("low")
+        assert low_now["phase"] == "Running" and "preemption" not in low_now
+        high_now = jobs.status("high")
+        assert "nomination" not in high_now
+        assert [c["reason"] for c in high_now["conditions"] if c["type"] == "Placed"] == ["WaitingForCheckpoint"]
+
+        status = wait_preempted(jobs, "low", f"{NS}/high")
+        assert _seconds(status["preemption"]["lastPreemptedAt"]) >= checkpoint  # at the checkpoint, not before
+        high = jobs.wait_phase("high", "Running", timeout=90)
+        assert [w["node"] for w in high["placement"]["workers"]] == [nodes[0]]
+        said = [e for e in jobs.events("high") if e.get("reason") == "WaitingForCheckpoint"]
+        assert len(said) == 1, said  # said once, not once per pass
+        assert "Preempting" in reasons(jobs, "high")
+    finally:
+        sandbox.kubectl("delete", "priorityclass", PATIENT, "--ignore-not-found", check=False)

@@ -14,9 +14,12 @@ from pydantic import Field
 from gputopo.api.base import StatusModel
 
 __all__ = [
+    "ANNOTATION_CHECKPOINT_INTERVAL",
     "ANNOTATION_CHECKPOINT_TIME",
+    "ANNOTATION_CHECKPOINT_WAIT",
     "ANNOTATION_MIN_RUNTIME",
     "ANNOTATION_PREEMPTIBLE",
+    "MAX_CHECKPOINT_WAIT_SECONDS",
     "MAX_NAMED",
     "NodeGpus",
     "NominationStatus",
@@ -26,6 +29,14 @@ __all__ = [
 # On a TrainingJob, or a foreign gang's pods (their template): when the workload last saved what a restart
 # resumes from (RFC 3339); a preemption loses only the work since then.
 ANNOTATION_CHECKPOINT_TIME: Final = "gputopo.io/checkpoint-time"
+# On a foreign gang's pods: how often (seconds, > 0) the workload saves what a restart resumes from, after the
+# checkpoint-time above (else after its start): its next checkpoints are then known. A TrainingJob says it in
+# ``spec.preemption.checkpointIntervalSeconds``.
+ANNOTATION_CHECKPOINT_INTERVAL: Final = "gputopo.io/checkpoint-interval-seconds"
+# On a PriorityClass: how long (seconds, 0 to MAX_CHECKPOINT_WAIT_SECONDS) a gang of the class, once queued, may
+# wait for its victims' next checkpoint rather than preempt them now. Absent or 0: it preempts at once.
+ANNOTATION_CHECKPOINT_WAIT: Final = "gputopo.io/checkpoint-wait-seconds"
+MAX_CHECKPOINT_WAIT_SECONDS: Final = 86_400
 # On a foreign gang's pods: "false" keeps the gang from ever being a victim.
 ANNOTATION_PREEMPTIBLE: Final = "gputopo.io/preemptible"
 # On a foreign gang's pods: seconds after its start during which the gang is not a victim.

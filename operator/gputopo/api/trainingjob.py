@@ -163,6 +163,18 @@ class PreemptionTerms(ApiModel):
     min_runtime_seconds: int = Field(
         default=0, ge=0, le=31_536_000, description="Not preempted within this many seconds of its (re)start."
     )
+    checkpoint_interval_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=31_536_000,
+        description=(
+            "How often the job saves what a restart resumes from, in seconds: one checkpoint this long after its "
+            "(re)start or its gputopo.io/checkpoint-time annotation, and every interval after. Its next "
+            "checkpoint is then known, and a preemptor whose PriorityClass allows it "
+            "(gputopo.io/checkpoint-wait-seconds) may wait for it rather than have the job lose the work since "
+            "the last one."
+        ),
+    )
 
 
 class TrainingJobSpec(ApiModel):

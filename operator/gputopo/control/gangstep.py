@@ -32,7 +32,9 @@ from gputopo.gangs.model import Gang, Member
 from gputopo.gangs.steer import NotGatedError, release_patch, steer_patch
 from gputopo.placement.types import Placement, Unplaceable
 
-__all__ = ["GangStep", "Phase", "Pin", "involved", "pinner", "preempt", "settle", "step"]
+__all__ = ["GangStep", "Phase", "Pin", "involved", "pinner", "preempt", "settle", "step", "wait_for_checkpoint"]
+
+_MESSAGE_LIMIT = 4096  # the GangPlacement's status.message
 
 # In DRA mode: from a gated pod's body, its planned node and GPUs, the allocations of its claims (``gangdra``).
 Pin = Callable[[Mapping[str, Any], str, tuple[int, ...]], Pinned | Waiting | Unpinned]
@@ -448,6 +450,23 @@ def preempt(gang: Gang, done: GangStep, by: str, message: str, now: datetime) ->
     done.actions.status = status_of(record)
     done.actions.event(involved(gang), "Warning", "GangPreempted", message)
     return True
+
+
+def wait_for_checkpoint(gang: Gang, done: GangStep, before: GangRecord | None, head: str, message: str) -> None:
+    """The gang waits for its victims' next checkpoint rather than preempt them now: Pending with ``message``, and a
+    ``WaitingForCheckpoint`` Event when it starts to wait (or waits for another checkpoint), not one per pass.
+    ``before`` is its record as read: while it says a wait of the same ``head`` (the checkpoint's time and victims),
+    its message is kept, and nothing is written. The queue's ``GangUnplaceable`` Event of this pass is dropped."""
+    same = before is not None and before.phase == Phase.PENDING and before.message.startswith(head[:_MESSAGE_LIMIT])
+    kept = before.message if same and before is not None else message[:_MESSAGE_LIMIT]
+    record = replace(done.record, phase=Phase.PENDING, message=kept)
+    done.record = record
+    status = status_of(record)
+    unchanged = before is not None and done.actions.record is None and status == status_of(before)
+    done.actions.status = None if unchanged else status
+    done.actions.events = [(a, e) for a, e in done.actions.events if e.reason != "GangUnplaceable"]
+    if not same:
+        done.actions.event(involved(gang), "Normal", "WaitingForCheckpoint", message)
 
 
 def settle(

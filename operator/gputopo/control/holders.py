@@ -1,19 +1,22 @@
 """The gangs that hold GPUs, as preemption reads them: priority, when their work started, what protects them.
 
-A TrainingJob holds its plan from its status; its terms are its spec's (``preemption``), its priority its class's,
-its checkpoint the ``gputopo.io/checkpoint-time`` annotation. A foreign gang holds its record's plan; its priority
-and ``preemptionPolicy`` are its pods' (the API server resolved them from their PriorityClass), and its terms are
-annotations on its pods. A gang of bare pods is never a victim unless it may be evicted
-(``gputopo.io/evict-bare-pods``): nobody would make its pods again. Reading never raises.
+A TrainingJob holds its plan from its status; its terms are its spec's (``preemption``, its checkpoint interval
+among them), its priority its class's, its checkpoint the ``gputopo.io/checkpoint-time`` annotation. A foreign gang
+holds its record's plan; its priority and ``preemptionPolicy`` are its pods' (the API server resolved them from their
+PriorityClass), and its terms are annotations on its pods (``gputopo.io/checkpoint-interval-seconds`` among them: a
+value that is not a positive number of seconds is ignored). A gang of bare pods is never a victim unless it may be
+evicted (``gputopo.io/evict-bare-pods``): nobody would make its pods again. Reading never raises.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from gputopo.api.preemption import (
+    ANNOTATION_CHECKPOINT_INTERVAL,
     ANNOTATION_CHECKPOINT_TIME,
     ANNOTATION_MIN_RUNTIME,
     ANNOTATION_PREEMPTIBLE,
@@ -23,12 +26,22 @@ from gputopo.api.trainingjob import PlacementStatus
 from gputopo.control.facts import JobFacts, JobKey, parse_time
 from gputopo.control.gangrecords import GangRecord
 from gputopo.control.preemptions import Holder, gang_name
-from gputopo.control.priority import policy_of
+from gputopo.control.priority import PriorityClassFacts, policy_of
 from gputopo.gangs.model import Gang
 from gputopo.placement.preemption import PreemptionPolicy, RunningGang, held_placement
 from gputopo.placement.types import Snapshot
 
-__all__ = ["gang_holder", "gang_policy", "job_holder", "protection"]
+__all__ = [
+    "checkpoint_interval",
+    "gang_checkpoint",
+    "gang_checkpoint_wait",
+    "gang_holder",
+    "gang_policy",
+    "job_holder",
+    "protection",
+]
+
+_MAX_INTERVAL_SECONDS = 31_536_000.0  # a year, as the TrainingJob's spec.preemption.checkpointIntervalSeconds
 
 
 def _seconds(when: datetime | None) -> float | None:
@@ -54,6 +67,7 @@ def job_holder(
         return None
     preempted_at, preempted_by = protection(job.status.preemption)
     terms = job.spec.preemption
+    interval = terms.checkpoint_interval_seconds
     return Holder(
         job.key,
         RunningGang(
@@ -66,6 +80,7 @@ def job_holder(
             min_runtime_s=float(terms.min_runtime_seconds),
             preempted_at=preempted_at,
             preempted_by=preempted_by,
+            checkpoint_interval_s=float(interval) if interval else None,
         ),
     )
 
@@ -107,6 +122,41 @@ def _min_runtime(body: Mapping[str, Any]) -> float | None:
     return value if value is not None and value >= 0 else None
 
 
+def checkpoint_interval(body: Mapping[str, Any]) -> float | None:
+    """A pod's ``gputopo.io/checkpoint-interval-seconds``: seconds above 0 (and at most a year); anything else (text,
+    0, a negative, NaN, infinity) is no interval declared."""
+    raw = _annotations(body).get(ANNOTATION_CHECKPOINT_INTERVAL)
+    try:
+        value = float(raw) if isinstance(raw, str) else math.nan
+    except ValueError:
+        return None
+    return value if 0 < value <= _MAX_INTERVAL_SECONDS else None
+
+
+def gang_checkpoint(gang: Gang, bodies: Mapping[str, Mapping[str, Any]]) -> tuple[datetime | None, float | None]:
+    """When the gang last saved its state (``gputopo.io/checkpoint-time``) and how often it saves
+    (``gputopo.io/checkpoint-interval-seconds``), as its first pod (by rank) that says so says."""
+    checkpoint = _first(gang, bodies, lambda b: parse_time(_annotations(b).get(ANNOTATION_CHECKPOINT_TIME)))
+    return checkpoint, _first(gang, bodies, checkpoint_interval)
+
+
+def gang_checkpoint_wait(
+    gang: Gang, bodies: Mapping[str, Mapping[str, Any]], classes: Mapping[str, PriorityClassFacts]
+) -> float:
+    """How long the gang may wait for its victims' next checkpoint: its PriorityClass's
+    ``gputopo.io/checkpoint-wait-seconds``. The class is the one its pods name (``spec.priorityClassName``) whose
+    value is the gang's priority (the first such by rank: the gang's priority is its highest member's); 0 when no
+    such class is known."""
+    for member in sorted(gang.members, key=lambda m: m.rank):
+        body = bodies.get(member.uid)
+        spec = body.get("spec") if body is not None else None
+        name = spec.get("priorityClassName") if isinstance(spec, Mapping) else None
+        found = classes.get(name) if isinstance(name, str) else None
+        if found is not None and found.value == gang.priority:
+            return found.checkpoint_wait_s
+    return 0.0
+
+
 def gang_holder(
     gang: Gang, record: GangRecord, bodies: Mapping[str, Mapping[str, Any]], snapshot: Snapshot
 ) -> Holder | None:
@@ -120,7 +170,7 @@ def gang_holder(
         return None
     declared_off = _first(gang, bodies, lambda b: _annotations(b).get(ANNOTATION_PREEMPTIBLE)) == "false"
     preemptible = not declared_off and (gang.owner is not None or gang.evict_bare)
-    checkpoint = _first(gang, bodies, lambda b: parse_time(_annotations(b).get(ANNOTATION_CHECKPOINT_TIME)))
+    checkpoint, interval = gang_checkpoint(gang, bodies)
     preempted_at, preempted_by = protection(record.preemption)
     return Holder(
         JobKey(gang.id.key),
@@ -134,5 +184,6 @@ def gang_holder(
             min_runtime_s=_first(gang, bodies, _min_runtime) or 0.0,
             preempted_at=preempted_at,
             preempted_by=preempted_by,
+            checkpoint_interval_s=interval,
         ),
     )

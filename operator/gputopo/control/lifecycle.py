@@ -58,6 +58,7 @@ from gputopo.topology.views import nearest_nics
 __all__ = [
     "GPUS_AS_PLANNED",
     "POD_REFUSED",
+    "WAITING_FOR_CHECKPOINT",
     "Config",
     "JobStep",
     "Restart",
@@ -66,10 +67,15 @@ __all__ = [
     "settle",
     "step",
     "unreadable",
+    "wait_for_checkpoint",
 ]
 
 # The Invalid condition's reason when the API server refused the gang's pods (recorded per generation).
 POD_REFUSED = "PodRefused"
+# The Placed condition's reason (and the Event's) while a preemptor waits for its victims' next checkpoint.
+WAITING_FOR_CHECKPOINT = "WaitingForCheckpoint"
+_UNPLACED_EVENTS = ("Unplaceable", "WaitingForCapacity")  # settle's Events for a job the queue could not place
+_MESSAGE_LIMIT = 1024  # a condition's message is cut to this
 
 _API_TIME_RESOLUTION = timedelta(seconds=1)  # metav1.Time is serialised in whole seconds
 _REPORT_RECHECK = timedelta(seconds=5)  # how soon to look again at a report from the second of a binding
@@ -131,7 +137,7 @@ class _Step:
             type=type_,
             status="Unknown" if status is None else "True" if status else "False",
             reason=reason,
-            message=message[:1024],
+            message=message[:_MESSAGE_LIMIT],
             observed_generation=self.job.generation,
         )
         old = next((c for c in self.status.conditions if c.type == type_), None)
@@ -793,6 +799,34 @@ def nominate(
     s.status.nomination = nomination
     s.condition(PLACED, False, "Preempting", message)
     out.actions.event("Normal", "Preempting", message)
+
+
+def wait_for_checkpoint(
+    job: JobFacts,
+    out: JobStep,
+    head: str,
+    message: str,
+    now: datetime,
+    view: ClusterView,
+    config: Config,
+) -> None:
+    """A job that waits for its victims' next checkpoint rather than preempt them now: ``Placed=False`` with reason
+    ``WaitingForCheckpoint`` and ``message``, and an Event when it starts to wait (or waits for another checkpoint),
+    not one per pass. ``head`` says which checkpoint (its time and the victims): while the job's status already
+    says a wait of the same ``head``, its message is kept (the seconds and GPU-hours in ``message`` change every
+    pass, and so the status would). The queue's Event that the job could not be placed this pass is dropped: the
+    wait is why."""
+    s = _Step(job, now, view, config, out)
+    before = next((c for c in job.status.conditions if c.type == PLACED), None)
+    same = (
+        before is not None
+        and (before.status, before.reason) == ("False", WAITING_FOR_CHECKPOINT)
+        and before.message.startswith(head[:_MESSAGE_LIMIT])
+    )
+    s.condition(PLACED, False, WAITING_FOR_CHECKPOINT, before.message if same and before is not None else message)
+    out.actions.events = [e for e in out.actions.events if e.reason not in _UNPLACED_EVENTS]
+    if not same:
+        out.actions.event("Normal", WAITING_FOR_CHECKPOINT, message)
 
 
 def preempt(

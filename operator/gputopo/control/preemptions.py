@@ -4,7 +4,10 @@ A preemption happens in two steps, each level-triggered from what the cluster sh
 
 1. **Decided.** A gang the queue could not place, whose priority class lets it preempt, gets the victims
    ``plan_preemption`` chooses; the pass records only the **nomination** in the preemptor's status (the GPUs held
-   for it and the victims named). Nothing is ended yet.
+   for it and the victims named). Nothing is ended yet. A gang whose class lets it wait
+   (``gputopo.io/checkpoint-wait-seconds``) for victims that declare their checkpoint interval may instead be told
+   to come back at their next checkpoint (a ``NoPreemption`` with ``retry_at``): it records nothing but why it
+   waits, and a pass runs again then.
 2. **Carried out.** A pass that reads a nomination ends each victim it names that still holds its plan (a
    TrainingJob's pods deleted with its grace period, a foreign gang's pods evicted), and holds the nominated GPUs
    for the preemptor alone until it is placed.
@@ -91,6 +94,8 @@ class Wanting:
     preempted_by: frozenset[str] = frozenset()
     preempted_at: float | None = None  # when it was last preempted (seconds): it preempts nobody while protected
     shapes: tuple[Shape, ...] = ()  # a foreign gang by GPU shape, with its ranks (``request`` is the first's)
+    checkpoint_wait_s: float = 0.0  # its class's: how long it may wait for its victims' next checkpoint
+    waiting_since: float | None = None  # when it was queued (seconds): the wait counts from then
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +152,11 @@ def _preemptor(want: Wanting, name: str) -> Preemptor:
     every shape."""
     mine = (want.priority, want.policy, want.preempted_by, want.preempted_at)
     if not want.shapes:
-        return Preemptor(replace(want.request, name=name), *mine)
-    return Preemptor.of_shapes(tuple(replace(s, request=replace(s.request, name=name)) for s in want.shapes), *mine)
+        found = Preemptor(replace(want.request, name=name), *mine)
+    else:
+        named = tuple(replace(s, request=replace(s.request, name=name)) for s in want.shapes)
+        found = Preemptor.of_shapes(named, *mine)
+    return replace(found, checkpoint_wait_s=want.checkpoint_wait_s, waiting_since=want.waiting_since)
 
 
 @dataclass
@@ -169,7 +177,8 @@ def decide(
     victims by topology, within the pass's victim budget; later preemptors of the pass see the victims of earlier
     ones gone and their nominations held. The pass's first preemptor may take up to ``max_victims_per_gang``
     victims even beyond the pass's budget; the others what is left of it. Returns the decisions, and why no
-    preemption helped the others."""
+    preemption helped the others, among them those told to wait for their victims' next checkpoint (``retry_at``):
+    a gang that waits holds nothing."""
     budget = _Budget(settings.max_victims_per_pass)
     refused: dict[JobKey, NoPreemption] = {}
     running = {h.running.name: h for h in holders}

@@ -2,25 +2,40 @@
 
 Works on the pass's steps in place (the TrainingJobs' ``JobStep`` and the gangs' ``GangStep``), so what it changes
 is written with the rest of each job's actions. See ``preemptions`` for the two steps of a preemption.
+
+A preemptor told to wait for its victims' next checkpoint (its class's ``gputopo.io/checkpoint-wait-seconds``)
+nominates nothing and touches no victim: it says so (``WaitingForCheckpoint``) and the pass asks to run again at
+that checkpoint (``retry_at``, into the pass's ``wake_at``). Passes run every ``resync_seconds`` anyway (2 s by
+default); the wake keeps the wait exact under a longer period.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
-from gputopo.api.conditions import PLACED
+from gputopo.api.conditions import INVALID, KUEUE_ADMITTED, PLACED
 from gputopo.api.preemption import NominationStatus, PreemptionStatus
 from gputopo.api.trainingjob import JobPhase, TrainingJobStatus
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.gangpass import GangPass
-from gputopo.control.gangrecords import status_of
+from gputopo.control.gangrecords import GangRecord, status_of
 from gputopo.control.gangstep import Phase, involved
 from gputopo.control.gangstep import preempt as preempt_gang
-from gputopo.control.holders import gang_holder, gang_policy, job_holder, protection
+from gputopo.control.gangstep import wait_for_checkpoint as gang_waits
+from gputopo.control.holders import (
+    gang_checkpoint,
+    gang_checkpoint_wait,
+    gang_holder,
+    gang_policy,
+    job_holder,
+    protection,
+)
 from gputopo.control.lifecycle import TERMINAL, Config, JobStep, nominate
 from gputopo.control.lifecycle import preempt as preempt_job
+from gputopo.control.lifecycle import wait_for_checkpoint as job_waits
 from gputopo.control.preemptions import (
     Decision,
     Holder,
@@ -36,15 +51,17 @@ from gputopo.control.preemptions import (
 from gputopo.control.priority import JobPriority, job_priority
 from gputopo.control.queue import Outcome, QueuedJob
 from gputopo.control.view import ClusterView
-from gputopo.placement.preemption import Nomination, PreemptionPolicy
+from gputopo.gangs.model import Gang
+from gputopo.placement.preemption import Nomination, NoPreemption, PreemptionPolicy
 from gputopo.placement.shapes import Shape
 from gputopo.placement.types import Placement, Request, Snapshot
 
-__all__ = ["PENDING_SECONDS", "Ended", "PreemptionPass", "victim_key"]
+__all__ = ["PENDING_SECONDS", "Ended", "PreemptionPass", "gang_queued_since", "job_queued_since", "victim_key"]
 
 # How long a nomination decided but not yet read back through the watch is held from memory: its status write
 # is then taken as lost, and the preemptor, still unplaced, is decided for again.
 PENDING_SECONDS = 30.0
+_NAMED_WAITING = 8  # victims a waiting preemptor's message names (the rest counted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +97,7 @@ class PreemptionPass:
     lapsed: set[JobKey] = field(default_factory=set)
     nominations: dict[JobKey, Nomination] = field(default_factory=dict)  # what ``read`` found
     placed: set[JobKey] = field(default_factory=set)  # placed by this pass's queue
+    retry_at: datetime | None = None  # the earliest checkpoint a preemptor waits for: the pass asks to run again then
 
     # -- what the cluster shows --------------------------------------------------------------------------
 
@@ -89,7 +107,9 @@ class PreemptionPass:
             return job_priority(job.spec, self.view.priority_classes)
         gang = self.gangs.given.gangs.get(key) if self.gangs is not None else None
         if gang is not None and self.gangs is not None:
-            return JobPriority(gang.priority, gang_policy(gang, self.gangs.given.bodies))
+            bodies = self.gangs.given.bodies
+            wait = gang_checkpoint_wait(gang, bodies, self.view.priority_classes)
+            return JobPriority(gang.priority, gang_policy(gang, bodies), checkpoint_wait_s=wait)
         return None
 
     def read(self) -> None:
@@ -165,6 +185,8 @@ class PreemptionPass:
             since = _work_since(job, out.status)
             if since is not None and job.checkpoint_time is not None:
                 since = max(since, job.checkpoint_time)
+            every = job.spec.preemption.checkpoint_interval_seconds if job.spec is not None else None
+            since = _resumes_from(since, every, now)
             pods = self.job_pods.get(victim, ())
             if preempt_job(job, out, pods, now, self.view, self.config, by, message):
                 self.ended.append(Ended(victim, "trainingjob", _hours(gpus, since, now)))
@@ -173,9 +195,13 @@ class PreemptionPass:
             return  # not stepped this pass (its writes are still going out): the next pass ends it
         done, gang = self.gangs.steps[victim], self.gangs.given.gangs[victim]
         gpus = sum(len(p.gpus) for p in done.record.ranks)
-        planned_at = done.record.planned_at
+        since = done.record.planned_at
+        checkpoint, interval = gang_checkpoint(gang, self.gangs.given.bodies)
+        if since is not None and checkpoint is not None:
+            since = max(since, checkpoint)
+        since = _resumes_from(since, interval, now)
         if preempt_gang(gang, done, by, message, now):
-            self.ended.append(Ended(victim, gang.id.source, _hours(gpus, planned_at, now)))
+            self.ended.append(Ended(victim, gang.id.source, _hours(gpus, since, now)))
 
     # -- nominations held in the queue, and let go -------------------------------------------------------------
 
@@ -216,9 +242,12 @@ class PreemptionPass:
         if not wanting:
             return
         holders = [h for h in self._holders(snapshot) if h.key not in self.placed]
-        decisions, _ = decide(snapshot, wanting, holders, live, self.settings, self.now.timestamp())
+        decisions, refused = decide(snapshot, wanting, holders, live, self.settings, self.now.timestamp())
         for decision in decisions:
             self._nominate(decision)
+        for key, why in sorted(refused.items()):
+            if why.retry_at is not None:
+                self._wait(key, why, why.retry_at)
 
     def _wanting(self, outcome: Outcome) -> Wanting | None:
         if isinstance(outcome.result, Placement) or outcome.result.reason.startswith("waiting behind"):
@@ -230,17 +259,24 @@ class PreemptionPass:
         request: Request | None = outcome.queued.request
         shapes: tuple[Shape, ...] = ()
         record: PreemptionStatus | None = None
+        since: datetime | None = None
         if key in self.jobs:
-            record = self.steps[key].status.preemption if key in self.steps else None
+            status = self.steps[key].status if key in self.steps else self.jobs[key].status
+            record = status.preemption if key in self.steps else None
+            since = job_queued_since(self.jobs[key], status)
         elif self.gangs is not None and key in self.gangs.given.gangs:
+            gang = self.gangs.given.gangs[key]
             requester = self.gangs.given.requester
-            shapes = (requester(self.gangs.given.gangs[key]) if requester is not None else None) or ()
+            shapes = (requester(gang) if requester is not None else None) or ()
             request = shapes[0].request if shapes else None
-            record = self.gangs.steps[key].record.preemption if key in self.gangs.steps else None
+            done = self.gangs.steps.get(key)
+            record = done.record.preemption if done is not None else None
+            since = gang_queued_since(gang, done.record if done is not None else self.gangs.given.records.get(key))
         if request is None:
             return None
         at, by = protection(record)
-        return Wanting(key, request, found.value, found.policy, by, at, shapes)
+        waiting_since = since.timestamp() if since is not None else None
+        return Wanting(key, request, found.value, found.policy, by, at, shapes, found.checkpoint_wait_s, waiting_since)
 
     def _holders(self, snapshot: Snapshot) -> list[Holder]:
         out: list[Holder] = []
@@ -268,6 +304,21 @@ class PreemptionPass:
                     out.append(h)
         return out
 
+    def _wait(self, key: JobKey, why: NoPreemption, retry_at: float) -> None:
+        """The preemptor waits for its victims' next checkpoint: it says so, and the pass wakes then."""
+        when = datetime.fromtimestamp(retry_at, UTC)
+        self.retry_at = when if self.retry_at is None else min(self.retry_at, when)
+        victims = ", ".join(why.details[:_NAMED_WAITING]) or "its victims"
+        if len(why.details) > _NAMED_WAITING:
+            victims += f" and {len(why.details) - _NAMED_WAITING} more"
+        head = f"waiting until {when.isoformat(timespec='seconds')} for the next checkpoint of {victims}"
+        message = f"{head} before preempting: {why.reason}"
+        if key in self.steps:
+            job_waits(self.jobs[key], self.steps[key], head, message, self.now, self.view, self.config)
+        elif self.gangs is not None and key in self.gangs.steps:
+            gang = self.gangs.given.gangs[key]
+            gang_waits(gang, self.gangs.steps[key], self.gangs.given.records.get(key), head, message)
+
     def _nominate(self, decision: Decision) -> None:
         key, plan = decision.preemptor, decision.plan
         status = nomination_status(plan, self.now)
@@ -293,6 +344,40 @@ def _work_since(job: JobFacts, status: TrainingJobStatus) -> datetime | None:
     """When the job's current gang started: its last placement's, as the Placed condition's transition says."""
     placed = next((c for c in status.conditions if c.type == PLACED and c.status == "True"), None)
     return placed.last_transition_time if placed is not None and placed.last_transition_time else status.start_time
+
+
+def job_queued_since(job: JobFacts, status: TrainingJobStatus) -> datetime | None:
+    """When the job was queued, as its status shows it: since when it is ``Placed=False`` (a new job since its first
+    pass, a job preempted, restarted or re-planned since then), and not before Kueue admitted it nor its spec was
+    made valid. A preemptor's ``checkpoint-wait-seconds`` counts from then. Condition times are whole seconds; the
+    job's creation when no condition says."""
+    times = [job.created] if job.created is not None else []
+    for c in status.conditions:
+        if c.last_transition_time is None:
+            continue
+        if (c.type, c.status) in ((PLACED, "False"), (KUEUE_ADMITTED, "True"), (INVALID, "False")):
+            times.append(c.last_transition_time)
+    return max(times, default=None)
+
+
+def gang_queued_since(gang: Gang, record: GangRecord | None) -> datetime | None:
+    """When a foreign gang was queued, as its pods and record show it: not before its oldest live pod was made (a
+    gang evicted or preempted is made again), its last plan (a plan let go), nor its last preemption."""
+    made = [m.created for m in gang.by_rank.values() if not m.gone and m.created is not None]
+    times = [min(made)] if made else []
+    if record is not None and record.planned_at is not None:
+        times.append(record.planned_at)
+    if record is not None and record.preemption is not None and record.preemption.last_preempted_at is not None:
+        times.append(record.preemption.last_preempted_at)
+    return max(times, default=None)
+
+
+def _resumes_from(since: datetime | None, interval: float | None, now: datetime) -> datetime | None:
+    """What a restart at ``now`` resumes from, as ``RunningGang.last_checkpoint`` says: the last checkpoint
+    ``since``, and after it one every declared ``interval``."""
+    if since is None or not interval or now <= since:
+        return since
+    return since + timedelta(seconds=math.floor((now - since).total_seconds() / interval) * interval)
 
 
 def _hours(gpus: int, since: datetime | None, now: datetime) -> float:

@@ -4,18 +4,31 @@ A TrainingJob names a class (``spec.priorityClassName``); with none, the cluster
 applies (the lowest value when several claim it, as the API server does for pods); with none of those, the
 deprecated ``spec.priority`` or 0. A class that does not exist is the job's error, named in its status: the API
 server would refuse its pods for the same reason. Parsing never raises: an odd PriorityClass is skipped.
+
+A class may let its gangs wait for their victims' next checkpoint rather than preempt them at once: the annotation
+``gputopo.io/checkpoint-wait-seconds`` (0 to 86400 seconds, counted from when the gang was queued). A value that
+does not parse as such reads as 0 (preempt at once), and the facts say why (``error``), for the operator's log.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gputopo.api.preemption import ANNOTATION_CHECKPOINT_WAIT, MAX_CHECKPOINT_WAIT_SECONDS
 from gputopo.api.trainingjob import TrainingJobSpec
 from gputopo.placement.preemption import PreemptionPolicy
 
-__all__ = ["JobPriority", "PriorityClassFacts", "job_priority", "policy_of", "priority_class_facts"]
+__all__ = [
+    "JobPriority",
+    "PriorityClassFacts",
+    "checkpoint_wait_of",
+    "job_priority",
+    "policy_of",
+    "priority_class_facts",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,11 +37,31 @@ class PriorityClassFacts:
     value: int
     policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
     global_default: bool = False
+    checkpoint_wait_s: float = 0.0  # gputopo.io/checkpoint-wait-seconds
+    error: str = ""  # what of the class could not be read (and was read as its default)
 
 
 def policy_of(value: Any) -> PreemptionPolicy:
     """A ``preemptionPolicy`` field: ``Never``, else the Kubernetes default ``PreemptLowerPriority``."""
     return PreemptionPolicy.NEVER if value == PreemptionPolicy.NEVER.value else PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+
+
+def checkpoint_wait_of(raw: Any) -> tuple[float, str]:
+    """The ``gputopo.io/checkpoint-wait-seconds`` annotation's seconds, and what was wrong with it: anything but a
+    number from 0 to ``MAX_CHECKPOINT_WAIT_SECONDS`` reads as 0 (the class's gangs preempt at once)."""
+    if raw is None:
+        return 0.0, ""
+    try:
+        seconds = float(raw) if isinstance(raw, str) else math.nan
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds <= MAX_CHECKPOINT_WAIT_SECONDS:  # NaN fails this too
+        text = repr(raw) if isinstance(raw, str) else f"of type {type(raw).__name__}"
+        return 0.0, (
+            f"annotation {ANNOTATION_CHECKPOINT_WAIT} {text} is not a number of seconds from 0 to "
+            f"{MAX_CHECKPOINT_WAIT_SECONDS}: read as 0 (its gangs preempt at once)"
+        )
+    return seconds, ""
 
 
 def priority_class_facts(body: Mapping[str, Any]) -> PriorityClassFacts | None:
@@ -37,7 +70,17 @@ def priority_class_facts(body: Mapping[str, Any]) -> PriorityClassFacts | None:
     value = body.get("value")
     if not isinstance(name, str) or not name or not isinstance(value, int) or isinstance(value, bool):
         return None
-    return PriorityClassFacts(name, value, policy_of(body.get("preemptionPolicy")), body.get("globalDefault") is True)
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    raw = annotations.get(ANNOTATION_CHECKPOINT_WAIT) if isinstance(annotations, Mapping) else None
+    wait, problem = checkpoint_wait_of(raw)
+    return PriorityClassFacts(
+        name,
+        value,
+        policy_of(body.get("preemptionPolicy")),
+        body.get("globalDefault") is True,
+        wait,
+        f"PriorityClass {name}: {problem}" if problem else "",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +88,7 @@ class JobPriority:
     value: int
     policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
     problem: str = ""  # why the job's class cannot be used (it is then Invalid)
+    checkpoint_wait_s: float = 0.0  # its class's: how long it may wait for its victims' next checkpoint
 
 
 def job_priority(spec: TrainingJobSpec, classes: Mapping[str, PriorityClassFacts]) -> JobPriority:
@@ -53,10 +97,10 @@ def job_priority(spec: TrainingJobSpec, classes: Mapping[str, PriorityClassFacts
         found = classes.get(name)
         if found is None:
             return JobPriority(0, problem=f"spec.priorityClassName: no PriorityClass named {name!r}")
-        return JobPriority(found.value, found.policy)
+        return JobPriority(found.value, found.policy, checkpoint_wait_s=found.checkpoint_wait_s)
     if spec.priority is not None:
         return JobPriority(spec.priority)
     defaults = sorted((c for c in classes.values() if c.global_default), key=lambda c: (c.value, c.name))
     if defaults:
-        return JobPriority(defaults[0].value, defaults[0].policy)
+        return JobPriority(defaults[0].value, defaults[0].policy, checkpoint_wait_s=defaults[0].checkpoint_wait_s)
     return JobPriority(0)

@@ -280,6 +280,8 @@ class _PassState:
         )
         if preemption is not None:
             preemption.decide(after, outcomes)
+            if (retry := preemption.retry_at) is not None:  # a preemptor waits for its victims' next checkpoint
+                self.out.wake_at = retry if self.out.wake_at is None else min(self.out.wake_at, retry)
         self.out.outcomes = outcomes
         deferred = len(self.queued) - len(outcomes)
         if deferred:

@@ -75,7 +75,7 @@ class ClusterWatches:
             client,
             "PriorityClasses",
             "/apis/scheduling.k8s.io/v1/priorityclasses",
-            lambda _, obj, __: priority_class_facts(obj),
+            self._priority_class,
             on_change=poke,
             rhythm=rhythm,
         )
@@ -148,6 +148,15 @@ class ClusterWatches:
             self.on_topology(name, facts.topology)
         if facts.error:
             logger.warning("NodeTopology %s: %s", name, facts.error)
+        return facts
+
+    @staticmethod
+    def _priority_class(
+        name: str, obj: Mapping[str, Any], before: PriorityClassFacts | None
+    ) -> PriorityClassFacts | None:
+        facts = priority_class_facts(obj)
+        if facts is not None and facts.error and (before is None or before.error != facts.error):
+            logger.warning("%s", facts.error)  # once per change of the class, not per resync
         return facts
 
     @staticmethod
