@@ -9,6 +9,7 @@ their owner objects under minimal CRDs of the same group, version and kind.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ import pytest
 from stand_in_crds import crd
 
 from gputopo.sandbox.faults import link_fault
-from gputopo.sandbox.harness import OperatorProcess, namespaced_operator, wait_for
+from gputopo.sandbox.harness import Jobs, OperatorProcess, namespaced_operator, priority_classes, training_job, wait_for
 from gputopo.sandbox.testing import SandboxHandle
 
 NS = "gangs-test"
@@ -629,3 +630,162 @@ def test_a_bare_pod_gangs_record_goes_a_retention_time_after_its_last_pod_and_no
     print(
         f"due {due:.1f}, restarted {restarted - stamped:.1f}s after the stamp, deleted {deleted - due:.1f}s after due"
     )
+
+
+# -- a JobSet of exclusive parts preempts --------------------------------------------------------------------------
+
+POOL = "test.gputopo.io/pool"
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+LOW, HIGH = "gputopo-test-gangs-low", "gputopo-test-gangs-high"
+
+
+def _free_nodes(sandbox: SandboxHandle, count: int) -> list[str]:
+    """``count`` 8-GPU nodes no pod holds GPUs on."""
+    pods = json.loads(sandbox.kubectl("get", "pods", "-A", "-o", "json"))["items"]
+    busy = {p["spec"].get("nodeName") for p in pods if p["status"].get("phase") in ("Pending", "Running")}
+    found = [
+        node
+        for node in sandbox.nodes
+        if node not in busy and len(sandbox.get_json("nodetopology", node)["status"].get("gpus") or []) == 8
+    ]
+    if len(found) < count:
+        pytest.fail(f"{count} free 8-GPU nodes wanted, the sandbox has {len(found)}")
+    return found[:count]
+
+
+def _low_job(name: str, nodes: list[str]) -> dict[str, Any]:
+    """A low-priority TrainingJob of one 8-GPU worker per node of ``nodes``, on those nodes only."""
+    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}]}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+    template = {"spec": {"affinity": affinity, "containers": [{"name": "trainer", "image": "pytorch"}]}}
+    return training_job(
+        name,
+        NS,
+        workers=len(nodes),
+        gpusPerWorker=8,
+        template=template,
+        priorityClassName=LOW,
+        gpu={"sameModel": False},
+        failurePolicy={"gracePeriodSeconds": 1},
+    )
+
+
+def _exclusive_jobset(cluster: Cluster, name: str, replicas: int) -> None:
+    """A high-priority JobSet of ``replicas`` one-pod 8-GPU Jobs, each exclusive in a domain of ``POOL``, and its
+    Jobs as the JobSet controller makes them: its labels and the exclusive annotation on each Job's pod template,
+    with the pod affinities JobSet's pod webhook gives a Job's leader (to its own Job on the topology key, against
+    every other Job there; kubernetes-sigs/jobset ``pkg/webhooks/pod_mutating_webhook.go``)."""
+    spec = {"parallelism": 1, "completions": 1, "template": _template(8)}
+    jobset = cluster.create(
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": {"name": name, "annotations": {EXCLUSIVE: POOL}},
+            "spec": {"replicatedJobs": [{"name": "workers", "replicas": replicas, "template": {"spec": spec}}]},
+        }
+    )
+    uid = jobset["metadata"]["uid"]
+    for index in range(replicas):
+        job = f"{name}-workers-{index}"
+        key = hashlib.sha1(f"{NS}/{job}".encode()).hexdigest()
+        labels = {
+            "jobset.sigs.k8s.io/jobset-name": name,
+            "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+            "jobset.sigs.k8s.io/replicatedjob-replicas": str(replicas),
+            "jobset.sigs.k8s.io/job-index": str(index),
+            "jobset.sigs.k8s.io/job-global-index": str(index),
+            "jobset.sigs.k8s.io/job-key": key,
+            "jobset.sigs.k8s.io/jobset-uid": uid,
+        }
+        template = _template(8, {EXCLUSIVE: POOL})
+        template["metadata"]["labels"] = labels
+        own = {"key": "jobset.sigs.k8s.io/job-key", "operator": "In", "values": [key]}
+        others = [
+            {"key": "jobset.sigs.k8s.io/job-key", "operator": "Exists"},
+            {"key": "jobset.sigs.k8s.io/job-key", "operator": "NotIn", "values": [key]},
+        ]
+        template["spec"]["priorityClassName"] = HIGH
+        template["spec"]["affinity"] = {
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchExpressions": [own]}, "topologyKey": POOL, "namespaceSelector": {}}
+                ]
+            },
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchExpressions": others}, "topologyKey": POOL, "namespaceSelector": {}}
+                ]
+            },
+        }
+        manifest = indexed_job(job, 1, 8, template=template)
+        manifest["metadata"]["labels"] = labels
+        manifest["metadata"]["annotations"] = {EXCLUSIVE: POOL}
+        manifest["metadata"]["ownerReferences"] = [
+            {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": name, "uid": uid, "controller": True}
+        ]
+        cluster.create(manifest)
+
+
+def _gpus(placement: dict[str, Any]) -> set[tuple[str, int]]:
+    return {(w["node"], g) for w in placement["workers"] for g in w["gpus"]}
+
+
+def test_a_jobset_of_exclusive_parts_preempts_one_pool_per_part(
+    sandbox: SandboxHandle, cluster: Cluster, jobs: Jobs
+) -> None:
+    """Pools a and b of two 8-GPU nodes each, full of low-priority TrainingJobs: one on both nodes of pool a, one on
+    each node of pool b. A high-priority JobSet of two exclusive one-pod Jobs preempts: pool a's job ends whole (both
+    its pods), one of pool b's ends and the other runs on, and each Job lands in a pool of its own, on GPUs no other
+    gang holds."""
+    nodes = _free_nodes(sandbox, 4)
+    pools = {nodes[0]: "a", nodes[1]: "a", nodes[2]: "b", nodes[3]: "b"}
+    with priority_classes(sandbox.kubectl, {LOW: 100, HIGH: 1000}):
+        for node, pool in pools.items():
+            sandbox.kubectl("label", "node", node, f"{POOL}={pool}", "--overwrite")
+        try:
+            _preempt_one_pool_per_part(cluster, jobs, nodes, pools)
+        finally:
+            jobs.delete_all()  # before their class goes
+            for node in pools:
+                sandbox.kubectl("label", "node", node, f"{POOL}-", check=False)
+
+
+def _preempt_one_pool_per_part(cluster: Cluster, jobs: Jobs, nodes: list[str], pools: dict[str, str]) -> None:
+    jobs.apply(_low_job("low-a", nodes[:2]))
+    jobs.apply(_low_job("low-b0", [nodes[2]]))
+    jobs.apply(_low_job("low-b1", [nodes[3]]))
+    before: dict[str, set[str]] = {}
+    for name, count in (("low-a", 2), ("low-b0", 1), ("low-b1", 1)):
+        jobs.wait_phase(name, "Running", timeout=90)
+        before[name] = {p["metadata"]["uid"] for p in jobs.wait_running_pods(name, count, timeout=90)}
+    _exclusive_jobset(cluster, "excl", 2)
+
+    def nominated() -> dict[str, Any] | None:
+        status = cluster.gang("jobset-excl").get("status") or {}
+        return status.get("nomination") or (status if status.get("ranks") else None)
+
+    seen = cluster.wait("the JobSet's nomination or plan", nominated, timeout=90)
+    if "victims" in seen:  # the nomination, caught before the gang was placed
+        assert sorted(seen["victims"]) in ([f"{NS}/low-a", f"{NS}/low-b0"], [f"{NS}/low-a", f"{NS}/low-b1"])
+        assert {pools[e["node"]] for e in seen["gpus"]} == {"a", "b"}
+        assert sum(len(e["gpus"]) for e in seen["gpus"]) == 16
+    gang = cluster.wait_placed("jobset-excl", timeout=120)
+    ranks = gang["status"]["ranks"]
+    assert sorted(pools[r["node"]] for r in ranks) == ["a", "b"]  # each part in a pool of its own
+    _planned_and_bound(cluster, gang, "jobset.sigs.k8s.io/jobset-name=excl")
+
+    preempted = {name: (jobs.status(name).get("preemption") or {}).get("preemptedBy") for name in before}
+    assert preempted["low-a"] == [f"{NS}/jobset/excl"]
+    ended_b = [n for n in ("low-b0", "low-b1") if preempted[n]]
+    assert len(ended_b) == 1, preempted  # one node of pool b is room enough
+    survivor = "low-b1" if ended_b == ["low-b0"] else "low-b0"
+    # Every victim ended whole: none of its pods is left; the survivor's pod runs on, untouched.
+    for victim in ("low-a", *ended_b):
+        left = {p["metadata"]["uid"] for p in jobs.pods(victim) if not p["metadata"].get("deletionTimestamp")}
+        assert not left & before[victim], victim
+    kept = jobs.status(survivor)
+    assert kept["phase"] == "Running" and {p["metadata"]["uid"] for p in jobs.pods(survivor)} == before[survivor]
+    # No GPU planned twice: the parts' GPUs are apart, and apart from the survivor's.
+    planned = [(r["node"], g) for r in ranks for g in r["gpus"]]
+    assert len(planned) == len(set(planned)) == 16
+    assert not set(planned) & _gpus(kept["placement"])

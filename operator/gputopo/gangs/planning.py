@@ -7,7 +7,8 @@ required tier every unit goes into one domain of that tier, the best of those th
 placed alone could take the only domain where the rest would have fitted). Its estimate is its worst unit's. The
 units are placed and combined as ``gputopo.placement.shapes`` does, and the preemption search places a gang's
 shapes (``preemptor_shapes``) the same way in the domain it clears.
-The parts of an exclusive topology (a JobSet's child Jobs) each take a domain of the label no other part uses.
+The parts of an exclusive topology (a JobSet's child Jobs) each take a domain of the label no other part uses; the
+preemption search clears one such domain per part (``plan_exclusive_preemption``).
 Ranks that ask for no GPU are not planned: nothing holds them, their gate is just lifted.
 """
 
@@ -230,18 +231,23 @@ def preemptor_shapes(
     gang: Gang, tiers: TierConfig, gpu_choice: GpuChoice = GpuChoice.PLANNED
 ) -> tuple[Shape, ...] | None:
     """The gang as the preemption search places it: one request per GPU shape, with the gang's ranks of it, all
-    placed in turn in the one domain its victims clear (as ``plan_gang`` places them). None for a gang of
-    exclusive parts (each part in a domain of its own, which one domain's victims cannot clear), or one that
+    placed in turn in the one domain its victims clear (as ``plan_gang`` places them). A gang of exclusive parts
+    has one request per part and shape, each naming its part and the exclusive label (``Shape.part``,
+    ``Shape.exclusive``): the search gives each part a domain of that label of its own. None for a gang that
     cannot be planned."""
     if gang.problems or gang.declared is None:
         return None
     resolved = resolve(gang.needs, tiers)
     if isinstance(resolved, tuple):
         return None
-    planned = units(gang.declared, gang.needs.exclusive_label is not None)
-    if not planned or any(unit.part for unit in planned):
+    label = gang.needs.exclusive_label or ""
+    planned = units(gang.declared, bool(label))
+    if not planned:
         return None
-    return tuple(Shape(_request(gang, unit, resolved, gpu_choice), unit.ranks, str(unit)) for unit in planned)
+    return tuple(
+        Shape(_request(gang, unit, resolved, gpu_choice), unit.ranks, str(unit), unit.part, label if unit.part else "")
+        for unit in planned
+    )
 
 
 def plan_gang(

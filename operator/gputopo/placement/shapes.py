@@ -21,11 +21,18 @@ __all__ = ["Shape", "combine", "following", "place_shapes", "ranked"]
 @dataclass(frozen=True, slots=True)
 class Shape:
     """Ranks of a gang placed by one request: ``ranks`` are the gang's ranks of the request's workers, in order;
-    ``label`` names them in a bottleneck or refusal (by default their span and shape)."""
+    ``label`` names them in a bottleneck or refusal (by default their span and shape).
+
+    ``part`` is the exclusive part its ranks belong to (a JobSet's child Job), and ``exclusive`` the node label
+    whose domains the gang's parts take one each, no two parts one domain (its exclusive topology); both empty for
+    ranks that may go anywhere. ``place_shapes`` places shapes on the snapshot it is given and reads neither:
+    ``plan_gang`` and ``plan_exclusive_preemption`` choose each part's domain."""
 
     request: Request
     ranks: tuple[int, ...]
     label: str = ""
+    part: str = ""
+    exclusive: str = ""
 
     def __str__(self) -> str:
         if self.label:

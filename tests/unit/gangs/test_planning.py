@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from gang_builders import jobset, jobset_pods, pod
 from placement_builders import TIER0, TIER1, node, snapshot
+from preemption_builders import gang as gang_of
+from preemption_builders import running
 
 from gputopo.gangs.claims import Owners
 from gputopo.gangs.model import Declared, Gang, GangId, Member, Needs
 from gputopo.gangs.planning import GangPlan, Tiers, plan_gang, preemptor_shapes, resolve, units
 from gputopo.gangs.read import read_gangs
 from gputopo.placement import place
+from gputopo.placement.preemption import PreemptionPlan, PreemptionRules, Preemptor, plan_preemption
+from gputopo.placement.preemption.nominations import nominated_only
 from gputopo.placement.shapes import place_shapes
 from gputopo.placement.types import DEFAULT_TIERS, Unplaceable
 
@@ -194,15 +198,50 @@ def test_the_preemptor_of_several_shapes_is_each_shape_with_the_gangs_ranks() ->
     assert place_shapes(snap, shapes, place) == plan.placement
 
 
-def test_a_gang_of_exclusive_parts_is_no_preemptor() -> None:
+def test_a_gang_of_exclusive_parts_preempts_by_part() -> None:
+    """Each child Job is a part of its own, named with the exclusive label; a replicated job without the annotation
+    is ranks outside every part."""
     js = jobset("llama", ("workers", 2, 2, 8), exclusive=POOL)
     (gang,) = read_gangs(jobset_pods(js), Owners(jobsets={(NS, "llama"): js})).gangs
-    assert preemptor_shapes(gang, DEFAULT_TIERS) is None
+    found = preemptor_shapes(gang, DEFAULT_TIERS)
+    assert found is not None
+    assert [(s.ranks, s.part, s.exclusive) for s in found] == [
+        ((0, 1), "llama-workers-0", POOL),
+        ((2, 3), "llama-workers-1", POOL),
+    ]
     mixed = jobset("llama", ("driver", 1, 1, 4), ("workers", 2, 1, 8))
     mixed["spec"]["replicatedJobs"][1]["template"]["metadata"] = {"annotations": {EXCLUSIVE: POOL}}
     (gang,) = read_gangs(jobset_pods(mixed), Owners(jobsets={(NS, "llama"): mixed})).gangs
-    assert preemptor_shapes(gang, DEFAULT_TIERS) is None
+    found = preemptor_shapes(gang, DEFAULT_TIERS)
+    assert found is not None
+    assert [(s.ranks, s.part, s.exclusive) for s in found] == [
+        ((0,), "", ""),
+        ((1,), "llama-workers-0", POOL),
+        ((2,), "llama-workers-1", POOL),
+    ]
     shared = jobset("llama", ("driver", 1, 1, 4), ("workers", 2, 1, 8))
     (gang,) = read_gangs(jobset_pods(shared), Owners(jobsets={(NS, "llama"): shared})).gangs
     found = preemptor_shapes(gang, DEFAULT_TIERS)
     assert found is not None and [(s.ranks, s.request.gpus_per_worker) for s in found] == [((0,), 4), ((1, 2), 8)]
+
+
+def test_an_exclusive_jobsets_preemption_is_placed_again_by_plan_gang_on_its_nomination() -> None:
+    """Three pools of one node, each running a lower-priority gang: the JobSet's two Jobs preempt the two newest,
+    one pool each, and ``plan_gang`` places the gang on the nominated GPUs alone, each Job in its own pool."""
+    js = jobset("llama", ("workers", 2, 1, 8), exclusive=POOL)
+    (gang,) = read_gangs(jobset_pods(js), Owners(jobsets={(NS, "llama"): js})).gangs
+    shapes = preemptor_shapes(gang, DEFAULT_TIERS)
+    assert shapes is not None
+    pools = {"a1": "pool-a", "b1": "pool-b", "c1": "pool-c"}
+    base = snapshot(*(node(n).leaf("l1").label(POOL, p) for n, p in pools.items()))
+    snap, gangs = running(
+        base, *(gang_of(f"low-{n}", 0).on(n, *range(8)).started(t) for n, t in zip(pools, (0, 50, 90), strict=True))
+    )
+    plan = plan_preemption(snap, Preemptor.of_shapes(shapes, 10), gangs, PreemptionRules(now=100.0))
+    assert isinstance(plan, PreemptionPlan), str(plan)
+    assert [v.name for v in plan.victims] == ["low-b1", "low-c1"]
+    again = _planned(plan_gang(nominated_only(snap, plan.nomination), gang, DEFAULT_TIERS, place))
+    assert {w.node for w in again.workers} == {"b1", "c1"}
+    assert {(w.node, g) for w in again.workers for g in w.gpus} == {
+        (n, g) for n, gpus in plan.nomination.gpus.items() for g in gpus
+    }

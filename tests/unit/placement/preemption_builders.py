@@ -98,3 +98,26 @@ def shaped(
         out.append(Shape(request, tuple(range(rank, rank + workers))))
         rank += workers
     return Preemptor.of_shapes(tuple(out), priority)
+
+
+def exclusive(
+    label: str,
+    *parts: tuple[int, int] | tuple[int, int, str],
+    priority: int = 10,
+    name: str = "p",
+    never: bool = False,
+    preempted_at: float | None = None,
+    checkpoint_wait: float = 0.0,
+) -> Preemptor:
+    """A gang of exclusive parts over node label ``label``: each ``(workers, gpus)`` a part named ``<name>-<i>``, or
+    ``(workers, gpus, part)`` (``""``: ranks outside every part), ranked from 0 in turn."""
+    out: list[Shape] = []
+    rank = 0
+    for i, (workers, gpus, *named) in enumerate(parts):
+        part = str(named[0]) if named else f"{name}-{i}"
+        request = Request(workers, gpus, name=name, same_model=False)
+        out.append(Shape(request, tuple(range(rank, rank + workers)), part=part, exclusive=label if part else ""))
+        rank += workers
+    policy = PreemptionPolicy.NEVER if never else PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+    found = Preemptor.of_shapes(tuple(out), priority, policy, preempted_at=preempted_at)
+    return replace(found, checkpoint_wait_s=checkpoint_wait)

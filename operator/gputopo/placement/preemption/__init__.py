@@ -1,12 +1,14 @@
 """Priority and topology-aware preemption, pure: which whole lower-priority gangs to end so a gang places.
 
-``plan_preemption`` picks the victims per candidate domain and the domain; ``hold_nominations`` keeps the
+``plan_preemption`` picks the victims per candidate domain and the domain (``plan_exclusive_preemption``, one
+domain of its exclusive label per part of a gang of exclusive parts); ``hold_nominations`` keeps the
 GPUs freed for a preemptor from every other gang; ``preempt_by_priority`` is the topology-blind peer
 (lowest priority, then most recently started) the simulator compares against.
 """
 
 from gputopo.placement.preemption.domains import Domain
 from gputopo.placement.preemption.eligibility import victim_refusal
+from gputopo.placement.preemption.exclusive import plan_exclusive_preemption
 from gputopo.placement.preemption.gangs import (
     Nomination,
     PreemptionPolicy,
@@ -36,6 +38,7 @@ __all__ = [
     "held_placement",
     "hold_nominations",
     "lapsed_nominations",
+    "plan_exclusive_preemption",
     "plan_preemption",
     "victim_allowance",
     "victim_refusal",

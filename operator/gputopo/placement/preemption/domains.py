@@ -19,7 +19,8 @@ CLUSTER = "cluster"
 
 @dataclass(frozen=True, slots=True)
 class Domain:
-    """``level`` is ``node``, ``nvlink``, ``tier-N`` or ``cluster``; ``rank`` orders levels, lowest first."""
+    """``level`` is ``node``, ``nvlink``, ``tier-N`` or ``cluster``; ``rank`` orders levels, lowest first. A gang of
+    exclusive parts clears a Domain of level ``exclusive``: the domains of its label its parts take, together."""
 
     level: str
     name: str

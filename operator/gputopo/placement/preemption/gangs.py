@@ -88,7 +88,9 @@ class Preemptor:
 
     A gang of several GPU shapes is ``request`` (its first shape), with ``ranks`` its ranks of that request's
     workers and ``label`` their name, and ``more``, its other shapes: each placed in turn in the same domain, as
-    ``plan_gang`` places them. Without ``ranks`` the workers are numbered from 0.
+    ``plan_gang`` places them. Without ``ranks`` the workers are numbered from 0. A gang of exclusive parts
+    (``Shape.part``, the first shape's ``part`` and ``exclusive`` here) takes a domain of its exclusive label per
+    part instead (``plan_exclusive_preemption``).
 
     ``checkpoint_wait_s``: how long it may wait, from ``waiting_since`` (when it was queued), for its victims'
     next checkpoint, so they lose only the work since (0: it preempts at once, as an urgent class should).
@@ -104,6 +106,8 @@ class Preemptor:
     label: str = ""
     checkpoint_wait_s: float = 0.0
     waiting_since: float | None = None
+    part: str = ""
+    exclusive: str = ""
 
     @classmethod
     def of_shapes(
@@ -116,7 +120,18 @@ class Preemptor:
     ) -> Preemptor:
         """The gang of ``shapes`` (at least one), placed in their order: the first is its ``request``."""
         first, *more = shapes
-        return cls(first.request, priority, policy, preempted_by, preempted_at, tuple(more), first.ranks, first.label)
+        return cls(
+            first.request,
+            priority,
+            policy,
+            preempted_by,
+            preempted_at,
+            tuple(more),
+            first.ranks,
+            first.label,
+            part=first.part,
+            exclusive=first.exclusive,
+        )
 
     @property
     def name(self) -> str:
@@ -126,7 +141,12 @@ class Preemptor:
     def shapes(self) -> tuple[Shape, ...]:
         """Every shape of the gang, in the order they are placed."""
         ranks = self.ranks or tuple(range(self.request.workers))
-        return (Shape(self.request, ranks, self.label), *self.more)
+        return (Shape(self.request, ranks, self.label, self.part, self.exclusive), *self.more)
+
+    @property
+    def exclusive_label(self) -> str:
+        """The node label whose domains its exclusive parts take one each; "" when it has no such parts."""
+        return next((s.exclusive for s in self.shapes if s.part and s.exclusive), "")
 
     @property
     def total_gpus(self) -> int:

@@ -60,7 +60,7 @@ from gputopo.placement.preemption.index import RunningIndex
 from gputopo.placement.shapes import place_shapes, ranked
 from gputopo.placement.types import NodeInfo, Placement, Snapshot
 
-__all__ = ["NoPreemption", "PreemptionCost", "PreemptionPlan", "plan_preemption"]
+__all__ = ["NoPreemption", "PreemptionCost", "PreemptionPlan", "plan_preemption", "preemption_refusal"]
 
 _NO_VICTIM = -(2**62)
 
@@ -445,6 +445,22 @@ def _cheapest_first(search: _Search, leveled: list[tuple[int, Domain]]) -> Itera
         yield from bounded
 
 
+def preemption_refusal(index: RunningIndex, preemptor: Preemptor, rules: PreemptionRules) -> NoPreemption | None:
+    """Why the preemptor preempts nobody whatever runs: its policy is Never, GPUs are nominated to it already, or
+    it was itself preempted within the protection time; None when it may preempt."""
+    if preemptor.policy is PreemptionPolicy.NEVER:
+        return NoPreemption("its preemptionPolicy is Never: it waits for free GPUs")
+    if preemptor.name in index.nominated:
+        return NoPreemption("GPUs are already nominated to it: it waits for its victims to end")
+    since = rules.now - preemptor.preempted_at if preemptor.preempted_at is not None else math.inf
+    if since < rules.protection_s:
+        return NoPreemption(
+            f"it was preempted {since:.0f} s ago: for {rules.protection_s:.0f} s after a preemption a gang waits for "
+            "free GPUs rather than preempt in turn"
+        )
+    return None
+
+
 def plan_preemption(
     snapshot: Snapshot | RunningIndex,
     preemptor: Preemptor,
@@ -456,19 +472,18 @@ def plan_preemption(
 
     Call it after ``place`` refused the preemptor. ``snapshot`` counts every running gang's GPUs as used;
     the GPUs of ``nominations`` are held (never freed again for another preemptor). A pass with several
-    preemptors builds one ``RunningIndex(snapshot, running, nominations)`` and passes it instead.
+    preemptors builds one ``RunningIndex(snapshot, running, nominations)`` and passes it instead. A gang of
+    exclusive parts (``Preemptor.exclusive_label``) is planned by ``plan_exclusive_preemption``, a part at a time.
     """
     index = snapshot if isinstance(snapshot, RunningIndex) else RunningIndex(snapshot, running, nominations)
-    if preemptor.policy is PreemptionPolicy.NEVER:
-        return NoPreemption("its preemptionPolicy is Never: it waits for free GPUs")
-    if preemptor.name in index.nominated:
-        return NoPreemption("GPUs are already nominated to it: it waits for its victims to end")
-    since = rules.now - preemptor.preempted_at if preemptor.preempted_at is not None else math.inf
-    if since < rules.protection_s:
-        return NoPreemption(
-            f"it was preempted {since:.0f} s ago: for {rules.protection_s:.0f} s after a preemption a gang waits for "
-            "free GPUs rather than preempt in turn"
-        )
+    refused = preemption_refusal(index, preemptor, rules)
+    if refused is not None:
+        return refused
+    if preemptor.exclusive_label:
+        # Each exclusive part in a domain of its own label: several domains cleared together, one per part.
+        from gputopo.placement.preemption.exclusive import plan_exclusive_preemption  # it calls this per part
+
+        return plan_exclusive_preemption(index, preemptor, rules=rules)
     search = _Search(index, preemptor, rules)
     eligible = search.eligible
     domains = candidate_domains(index.snapshot, search.request, search.useful())
