@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from gputopo.api.problems import one_line
 from gputopo.api.trainingjob import TrainingJob
 from gputopo.cli.errors import CliError, fail, read_yaml, read_yaml_documents
-from gputopo.cli.plan_gang import gang_of, show_gang_plan
-from gputopo.cli.preempt import preemption_doc, preemptor, print_preemption
+from gputopo.cli.plan_gang import Preempting, gang_of, show_gang_plan
+from gputopo.cli.preempt import gang_preemptor, preemption_doc, preemptor, print_preemption
 from gputopo.control.dra import GpuAllocation
 from gputopo.control.facts import job_facts
 from gputopo.control.validation import problems
@@ -109,7 +109,8 @@ def plan(
         False,
         "--preempt",
         help="When the job cannot be placed, name the lower-priority running gangs (the cluster file's gangs) to "
-        "preempt for it, the domain they clear and where it then goes, or why no preemption helps.",
+        "preempt for it (a gang: for every GPU shape, each exclusive part in a domain of its own), the domain they "
+        "clear and where it then goes, or why no preemption helps.",
     ),
     priority_class: str | None = typer.Option(
         None,
@@ -125,11 +126,16 @@ def plan(
         state = load_cluster_state(cluster)
         documents = _documents(job)
         if any(kind_of(d) in KINDS for d in documents):
-            if preempt:
-                raise CliError(f"--preempt: plans only a TrainingJob's preemption, not a {_gang_kind(documents)}'s")
             gang = gang_of(job, documents, state.snapshot)
             held = hold_nominations(state.snapshot, state.nominations, for_gang=gang.id.key[1])
-            show_gang_plan(gang, held, gpu_allocation.gpu_choice, as_json=as_json)
+            preempting: Preempting | None = None
+            if preempt:
+                as_preemptor = gang_preemptor(state, gang, priority_class)
+                preempting = (
+                    lambda: preemption_doc(state, as_preemptor),
+                    lambda found: print_preemption(found, as_preemptor, state.now),
+                )
+            show_gang_plan(gang, held, gpu_allocation.gpu_choice, as_json=as_json, preempting=preempting)
             return
         request, body = _request(job, documents, state.snapshot, gpu_allocation)
         named = priority_class or body.spec.priority_class_name
@@ -184,10 +190,6 @@ def plan(
     )
     for w in result.workers:
         typer.echo(f"  rank {w.rank:>3}  {w.node:<24} GPUs {','.join(map(str, w.gpus)):<16} NICs {','.join(w.nics)}")
-
-
-def _gang_kind(documents: list[Any]) -> str:
-    return next(k for k in map(kind_of, documents) if k in KINDS)
 
 
 def register(app: typer.Typer) -> None:

@@ -7,7 +7,7 @@ them (``read_gangs``) and planned on the cluster snapshot as the operator plans 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,16 @@ from gputopo.gangs.planning import GangPlan, plan_gang
 from gputopo.gangs.read import read_gangs
 from gputopo.placement import Snapshot, place
 from gputopo.placement.network import tier_summary
+from gputopo.placement.preemption import NoPreemption, PreemptionPlan
 from gputopo.placement.types import GpuChoice, Unplaceable, plural
 
-__all__ = ["gang_of", "show_gang_plan"]
+__all__ = ["Preempting", "gang_of", "show_gang_plan"]
+
+# When the gang cannot be placed: its preemption's document and result, and how to print that result.
+Preempting = tuple[
+    Callable[[], tuple[dict[str, Any], PreemptionPlan | NoPreemption]],
+    Callable[[PreemptionPlan | NoPreemption], None],
+]
 
 
 def gang_of(path: Path, documents: Sequence[Raw], snapshot: Snapshot) -> Gang:
@@ -92,11 +99,18 @@ def _document(gang: Gang, result: GangPlan | Unplaceable, snapshot: Snapshot) ->
     return doc
 
 
-def show_gang_plan(gang: Gang, snapshot: Snapshot, gpu_choice: GpuChoice, *, as_json: bool) -> None:
-    """Plan the gang on the snapshot and print it as ``plan`` prints a TrainingJob's (exit 1 when unplaceable)."""
+def show_gang_plan(
+    gang: Gang, snapshot: Snapshot, gpu_choice: GpuChoice, *, as_json: bool, preempting: Preempting | None = None
+) -> None:
+    """Plan the gang on the snapshot and print it as ``plan`` prints a TrainingJob's (exit 1 when unplaceable,
+    unless ``preempting`` finds victims whose end lets it place)."""
     result = plan_gang(snapshot, gang, snapshot.tiers, place, gpu_choice)
+    preemption: PreemptionPlan | NoPreemption | None = None
+    doc = _document(gang, result, snapshot)
+    if preempting is not None and isinstance(result, Unplaceable):
+        doc["preemption"], preemption = preempting[0]()
     if as_json:
-        typer.echo(json.dumps(_document(gang, result, snapshot)))
+        typer.echo(json.dumps(doc))
         return
     for t in tier_summary(snapshot):
         if t.nodes_without_label:
@@ -108,6 +122,10 @@ def show_gang_plan(gang: Gang, snapshot: Snapshot, gpu_choice: GpuChoice, *, as_
         typer.echo(f"Unplaceable: {result.reason}")
         for line in result.details:
             typer.echo(f"  - {line}")
+        if preempting is not None and preemption is not None:
+            preempting[1](preemption)
+            if isinstance(preemption, PreemptionPlan):
+                return
         raise typer.Exit(1)
     declared = gang.declared
     assert declared is not None  # gang_of refuses a gang of unknown size

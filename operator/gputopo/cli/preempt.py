@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import typer
 
 from gputopo.cli.errors import CliError
+from gputopo.gangs.model import Gang
+from gputopo.gangs.planning import preemptor_shapes
 from gputopo.placement import Request
 from gputopo.placement.preemption import (
     NoPreemption,
@@ -19,7 +22,7 @@ from gputopo.placement.preemption import (
 )
 from gputopo.sim.preemption.cluster_file import ClusterState
 
-__all__ = ["preemption_doc", "preemptor", "print_preemption"]
+__all__ = ["gang_preemptor", "preemption_doc", "preemptor", "print_preemption"]
 
 
 def preemptor(state: ClusterState, request: Request, priority: int, priority_class: str | None) -> Preemptor:
@@ -33,6 +36,16 @@ def preemptor(state: ClusterState, request: Request, priority: int, priority_cla
             f"priority class {priority_class!r} is not in the cluster file's priorityClasses; known: {known}"
         )
     return Preemptor(request, found.value, found.policy, checkpoint_wait_s=found.checkpoint_wait_s)
+
+
+def gang_preemptor(state: ClusterState, gang: Gang, priority_class: str | None) -> Preemptor:
+    """A gang from a manifest as a preemptor, every GPU shape (and exclusive part) of it as the operator asks for
+    them; its priority class from the cluster file's, else the priority its pods carry."""
+    shapes = preemptor_shapes(gang, state.snapshot.tiers)
+    if not shapes:
+        raise CliError(f"--preempt: gang {gang.id.name} cannot be planned, so it preempts nobody")
+    first = preemptor(state, shapes[0].request, gang.priority, priority_class)
+    return replace(Preemptor.of_shapes(shapes, first.priority, first.policy), checkpoint_wait_s=first.checkpoint_wait_s)
 
 
 def _gpus(gpus: dict[str, frozenset[int]]) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """`gputopo plan --job` with a gang gputopo does not own: an Indexed Job (with and without spec.scheduling), a
 JobSet, a LeaderWorkerSet group, a PyTorchJob and a PodGroup with its Pod, planned on a small cluster file; the
---json shape; one line naming the field for anything it cannot plan, garbage included."""
+--json shape; one line naming the field for anything it cannot plan, garbage included; with --preempt, the
+victims for every shape of a JobSet, for each exclusive part in a pool of its own, and why none helps."""
 
 from __future__ import annotations
 
@@ -242,7 +243,6 @@ REFUSED = [
     ("gpus-as-text", [_with(lws(2, None, 8), ("spec", "leaderWorkerTemplate", "workerTemplate", "spec", "containers",
                                               0, "resources", "limits", "nvidia.com/gpu"), "eight")], (), "eight"),
     ("no-name", [_with(jobset(("w", 1, 2, 8)), ("metadata",), {})], (), "metadata.name: a JobSet needs a name"),
-    ("preempt", [jobset(("w", 1, 2, 8))], ("--preempt",), "--preempt: plans only a TrainingJob's preemption"),
     ("two-trainingjobs", [{"kind": "TrainingJob"}, {"kind": "TrainingJob"}], (), "holds 2 documents"),
 ]  # fmt: skip
 
@@ -303,3 +303,78 @@ def test_a_gang_of_more_pods_than_a_gang_may_hold_is_one_line_at_once(tmp_path: 
     assert code == 2
     assert stderr.strip().endswith("spec.parallelism: 1000000000 is more pods than a gang may hold (8192)")
     assert len(stderr.strip().splitlines()) == 1
+
+
+# -- --preempt ------------------------------------------------------------------------------------------------
+
+ALL = list(range(8))
+
+
+def _preempt_cluster() -> dict[str, Any]:
+    """Four 8-GPU nodes in two pools (and two leaves), each held whole by a research gang; the later ones started,
+    the less they lose."""
+    nodes = [
+        {"name": n, "type": "hgx-h100", "labels": {TIER0: f"leaf-{n[0]}", TIER1: "spine-1", "pool": n[0]}}
+        for n in ("a0", "a1", "b0", "b1")
+    ]
+    gangs = [
+        {
+            "name": f"sweep-{n}",
+            "priorityClassName": "research",
+            "startTime": start,
+            "workers": [{"node": n, "gpus": ALL}],
+        }
+        for n, start in (("a0", 0), ("a1", 6000), ("b0", 100), ("b1", 6500))
+    ]
+    classes = [{"name": "research", "value": 100}, {"name": "prod", "value": 1000}]
+    return {"now": 7200, "priorityClasses": classes, "nodes": nodes, "gangs": gangs}
+
+
+def _preempt(tmp_path: Path, document: dict[str, Any], *extra: str) -> tuple[int, str]:
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(document))
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(_preempt_cluster()))
+    args = ["plan", "--job", str(tmp_path / "job.yaml"), "--cluster", str(tmp_path / "cluster.yaml"), "--preempt"]
+    result = runner.invoke(app, [*args, *extra])
+    return result.exit_code, result.stdout
+
+
+def test_a_jobset_preempts_the_cheapest_gangs_for_every_shape(tmp_path: Path) -> None:
+    """A 4-GPU driver and two 8-GPU workers: 20 GPUs, three nodes' worth; the three youngest research gangs go."""
+    manifest = jobset(("driver", 1, 1, 4), ("workers", 2, 1, 8))
+    code, out = _preempt(tmp_path, manifest, "--priority-class", "prod", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["placed"] is False
+    preemption = doc["preemption"]
+    assert preemption["possible"] is True and preemption["priority"] == 1000
+    assert [v["name"] for v in preemption["victims"]] == ["sweep-a1", "sweep-b0", "sweep-b1"]
+    sizes = sorted(len(w["gpus"]) for w in preemption["placement"]["workers"])
+    assert sizes == [4, 8, 8]
+    code, text = _preempt(tmp_path, manifest, "--priority-class", "prod")
+    assert code == 0 and "Preempt 3 gangs" in text and "then 1 x 4 + 2 x 8 GPUs" in text
+
+
+def test_exclusive_parts_each_clear_a_pool_of_their_own(tmp_path: Path) -> None:
+    """Two Jobs of one 8-GPU pod, exclusive by pool: the youngest gang of each pool goes, one Job per pool."""
+    code, out = _preempt(tmp_path, jobset(("w", 2, 1, 8), exclusive="pool"), "--priority-class", "prod", "--json")
+    assert code == 0, out
+    preemption = json.loads(out)["preemption"]
+    assert [v["name"] for v in preemption["victims"]] == ["sweep-a1", "sweep-b1"]
+    assert preemption["domain"]["level"] == "exclusive"
+    assert sorted(w["node"] for w in preemption["placement"]["workers"]) == ["a1", "b1"]
+
+
+def test_a_gang_of_no_higher_priority_preempts_nobody(tmp_path: Path) -> None:
+    code, out = _preempt(tmp_path, jobset(("w", 1, 2, 8)))
+    assert code == 1 and "No preemption helps" in out and "no running gang may be preempted for it" in out
+    doc = json.loads(_preempt(tmp_path, jobset(("w", 1, 2, 8)), "--json")[1])
+    assert doc["preemption"]["possible"] is False
+
+
+def test_an_unknown_priority_class_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(jobset(("w", 1, 2, 8))))
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(_preempt_cluster()))
+    args = ["plan", "--job", str(tmp_path / "job.yaml"), "--cluster", str(tmp_path / "cluster.yaml")]
+    result = runner.invoke(app, [*args, "--preempt", "--priority-class", "urgent"])
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1
+    assert "priority class 'urgent' is not in the cluster file's priorityClasses" in result.stderr
