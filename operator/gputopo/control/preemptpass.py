@@ -98,6 +98,7 @@ class PreemptionPass:
     nominations: dict[JobKey, Nomination] = field(default_factory=dict)  # what ``read`` found
     placed: set[JobKey] = field(default_factory=set)  # placed by this pass's queue
     retry_at: datetime | None = None  # the earliest checkpoint a preemptor waits for: the pass asks to run again then
+    waiting: set[JobKey] = field(default_factory=set)  # the preemptors told this pass to wait for a checkpoint
 
     # -- what the cluster shows --------------------------------------------------------------------------
 
@@ -308,6 +309,7 @@ class PreemptionPass:
         """The preemptor waits for its victims' next checkpoint: it says so, and the pass wakes then."""
         when = datetime.fromtimestamp(retry_at, UTC)
         self.retry_at = when if self.retry_at is None else min(self.retry_at, when)
+        self.waiting.add(key)
         victims = ", ".join(why.details[:_NAMED_WAITING]) or "its victims"
         if len(why.details) > _NAMED_WAITING:
             victims += f" and {len(why.details) - _NAMED_WAITING} more"

@@ -106,6 +106,7 @@ class PassResult:
     gang_actions: list[GangActions] = field(default_factory=list)  # the foreign gangs' writes
     gang_plans: list[PlannedGang] = field(default_factory=list)  # their new plans, for the ledger
     preempted: list[Ended] = field(default_factory=list)  # the victims ended this pass
+    waiting_for_checkpoint: int = 0  # preemptors that wait for their victims' next checkpoint this pass
     nominated: dict[JobKey, tuple[Nomination, datetime]] = field(default_factory=dict)  # for the next pass
 
 
@@ -316,6 +317,7 @@ class _PassState:
         out = self.out
         if self.preemption is not None:
             out.preempted = self.preemption.ended
+            out.waiting_for_checkpoint = len(self.preemption.waiting)
             out.nominated = self.preemption.carried()
         if self.gangs is not None:
             out.gang_actions = self.gangs.actions()

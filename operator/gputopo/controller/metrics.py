@@ -58,8 +58,15 @@ class Metrics:
         )
         self.victim_gpu_hours = Counter(
             "gputopo_preemption_victim_gpu_hours",
-            "GPU-hours of work the preempted gangs lost (since their last checkpoint, or their start).",
+            "GPU-hours of work the preempted gangs lost (since their last checkpoint, declared or by their declared "
+            "interval, or their start).",
             ["source"],
+            registry=self.registry,
+        )
+        self.waiting_for_checkpoint = Gauge(
+            "gputopo_preemptors_waiting_for_checkpoint",
+            "Gangs that would preempt now but wait for their victims' next checkpoint (their PriorityClass's "
+            "gputopo.io/checkpoint-wait-seconds), as of the last pass.",
             registry=self.registry,
         )
         self.api_errors = Counter(
@@ -80,6 +87,7 @@ class Metrics:
         self.writing.labels(kind="placement").set(placing)
         self.writing.labels(kind="other").set(writing - placing)
         self.writing.labels(kind="report held").set(held)
+        self.waiting_for_checkpoint.set(result.waiting_for_checkpoint)
         for ended in result.preempted:
             self.preemptions.labels(source=ended.source).inc()
             self.victim_gpu_hours.labels(source=ended.source).inc(ended.gpu_hours_lost)

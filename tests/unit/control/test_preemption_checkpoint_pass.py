@@ -93,6 +93,7 @@ def test_a_preemptor_waits_for_the_victims_checkpoint_quietly_then_preempts_at_i
     assert "its victims checkpoint in 200 s" in condition.message
     assert [e.reason for e in mine.events] == ["WaitingForCheckpoint"]  # not also Unplaceable
     assert first.wake_at == at(1200)  # a pass is asked for at the checkpoint
+    assert first.waiting_for_checkpoint == 1  # for the metric
 
     # Passes while it waits: the same status, no write, no Event; the wake still at the checkpoint.
     high = read_back(tj("high", PATIENT), first)

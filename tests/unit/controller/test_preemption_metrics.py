@@ -1,4 +1,4 @@
-"""The preemption metrics a pass's ended victims add to."""
+"""The preemption metrics a pass's ended victims add to, and the preemptors it left waiting for a checkpoint."""
 
 from __future__ import annotations
 
@@ -24,3 +24,11 @@ def test_each_ended_victim_is_counted_with_the_work_it_lost_by_source() -> None:
     assert 'gputopo_preemptions_total{source="trainingjob"} 2.0' in text
     assert 'gputopo_preemptions_total{source="podgroup"} 1.0' in text
     assert 'gputopo_preemption_victim_gpu_hours_total{source="trainingjob"} 3.0' in text
+
+
+def test_the_preemptors_waiting_for_a_checkpoint_are_those_of_the_last_pass() -> None:
+    metrics = Metrics()
+    metrics.observe_result(PassResult(waiting_for_checkpoint=2), 0.01, 0, 0, 0)
+    assert "gputopo_preemptors_waiting_for_checkpoint 2.0" in generate_latest(metrics.registry).decode()
+    metrics.observe_result(PassResult(), 0.01, 0, 0, 0)
+    assert "gputopo_preemptors_waiting_for_checkpoint 0.0" in generate_latest(metrics.registry).decode()
