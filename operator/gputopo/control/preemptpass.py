@@ -11,10 +11,9 @@ default); the wake keeps the wait exact under a longer period.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from gputopo.api.conditions import INVALID, KUEUE_ADMITTED, PLACED
 from gputopo.api.preemption import NominationStatus, PreemptionStatus
@@ -52,7 +51,7 @@ from gputopo.control.priority import JobPriority, job_priority
 from gputopo.control.queue import Outcome, QueuedJob
 from gputopo.control.view import ClusterView
 from gputopo.gangs.model import Gang
-from gputopo.placement.preemption import Nomination, NoPreemption, PreemptionPolicy
+from gputopo.placement.preemption import Nomination, NoPreemption, PreemptionPolicy, resumes_from
 from gputopo.placement.shapes import Shape
 from gputopo.placement.types import Placement, Request, Snapshot
 
@@ -375,11 +374,10 @@ def gang_queued_since(gang: Gang, record: GangRecord | None) -> datetime | None:
 
 
 def _resumes_from(since: datetime | None, interval: float | None, now: datetime) -> datetime | None:
-    """What a restart at ``now`` resumes from, as ``RunningGang.last_checkpoint`` says: the last checkpoint
-    ``since``, and after it one every declared ``interval``."""
-    if since is None or not interval or now <= since:
-        return since
-    return since + timedelta(seconds=math.floor((now - since).total_seconds() / interval) * interval)
+    """What a restart at ``now`` resumes from (``resumes_from``, on the API's times)."""
+    if since is None:
+        return None
+    return datetime.fromtimestamp(resumes_from(since.timestamp(), interval, now.timestamp()), since.tzinfo)
 
 
 def _hours(gpus: int, since: datetime | None, now: datetime) -> float:

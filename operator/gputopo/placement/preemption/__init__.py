@@ -16,6 +16,7 @@ from gputopo.placement.preemption.gangs import (
     Preemptor,
     RunningGang,
     gpus_by_node,
+    resumes_from,
     victim_allowance,
 )
 from gputopo.placement.preemption.index import RunningIndex
@@ -40,6 +41,7 @@ __all__ = [
     "lapsed_nominations",
     "plan_exclusive_preemption",
     "plan_preemption",
+    "resumes_from",
     "victim_allowance",
     "victim_refusal",
 ]

@@ -21,8 +21,17 @@ __all__ = [
     "Preemptor",
     "RunningGang",
     "gpus_by_node",
+    "resumes_from",
     "victim_allowance",
 ]
+
+
+def resumes_from(since: float, interval: float | None, now: float) -> float:
+    """What a restart at ``now`` resumes from, given the checkpoint (or start) ``since`` and, when the gang declares
+    it, the ``interval`` it saves at after it: the last of those checkpoints by ``now``."""
+    if interval and now > since:
+        since += math.floor((now - since) / interval) * interval
+    return since
 
 
 def gpus_by_node(placement: Placement) -> dict[str, frozenset[int]]:
@@ -62,10 +71,7 @@ class RunningGang:
         """What a restart at ``now`` resumes from: the latest checkpoint by then (the declared one, and after it
         one every ``checkpoint_interval_s`` when the gang declares its interval), else its start."""
         since = self.start_time if self.checkpoint_time is None else max(self.start_time, self.checkpoint_time)
-        interval = self.checkpoint_interval_s
-        if interval and now > since:
-            since += math.floor((now - since) / interval) * interval
-        return since
+        return resumes_from(since, self.checkpoint_interval_s, now)
 
     def next_checkpoint(self, now: float) -> float | None:
         """When it next saves its state after ``now``; None when it declares no interval."""
@@ -136,6 +142,13 @@ class Preemptor:
     @property
     def name(self) -> str:
         return self.request.name
+
+    def checkpoint_deadline(self, now: float) -> float | None:
+        """The latest time it may wait until for its victims' checkpoint (counted from when it was queued, else
+        ``now``); None when it may not wait."""
+        if self.checkpoint_wait_s <= 0:
+            return None
+        return (now if self.waiting_since is None else self.waiting_since) + self.checkpoint_wait_s
 
     @property
     def shapes(self) -> tuple[Shape, ...]:

@@ -139,11 +139,10 @@ class _Search:
             gang = index.running[k]
             # RunningGang.work_lost, from the index's columns unless the gang checkpoints on a declared interval
             self.work[k] = gang.work_lost(now) if gang.checkpoint_interval_s else sizes[k] * max(0.0, now - since[k])
-        if preemptor.checkpoint_wait_s > 0:
+        deadline = preemptor.checkpoint_deadline(now)
+        if deadline is not None:
             # A preemptor that may wait searches with each victim's work at its best moment: none at its next
             # checkpoint within the wait. The plans found are then costed as a whole (``checkpoint_gain``).
-            start = now if preemptor.waiting_since is None else preemptor.waiting_since
-            deadline = start + preemptor.checkpoint_wait_s
             for k in self.eligible.indices:
                 due = index.running[k].next_checkpoint(now)
                 if due is not None and due <= deadline:
@@ -602,9 +601,9 @@ def checkpoint_gain(
     saves: the work they would lose now less what they lose then, less the preemptor's GPUs idle meanwhile
     (``(now, 0)``: now)."""
     now = rules.now
-    if preemptor.checkpoint_wait_s <= 0:
+    deadline = preemptor.checkpoint_deadline(now)
+    if deadline is None:
         return now, 0.0
-    deadline = (now if preemptor.waiting_since is None else preemptor.waiting_since) + preemptor.checkpoint_wait_s
     times = sorted({t for v in victims if (t := v.next_checkpoint(now)) is not None and now < t <= deadline})
     lost_now = sum(v.work_lost(now) for v in victims) if times else 0.0
     best_t, best_gain = now, 0.0
