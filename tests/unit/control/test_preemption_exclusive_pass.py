@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from test_gang_pass import KEY, OWNER, member, recorded
+from test_gang_pass import KEY, OWNER, member
 from test_gang_pass import gang as foreign_gang
-from test_preemption_pass import _gang_input, _low_on_two_nodes, _plan_gang, step
+from test_preemption_pass import _gang_input, _low_on_two_nodes, _plan_gang, step, through_the_nomination
 
 from gputopo.control.facts import JobKey
 from gputopo.control.preemptions import Holder, PreemptionSettings, Wanting, decide
@@ -50,25 +50,10 @@ def test_an_exclusive_gang_nominates_one_pool_per_part_ends_its_victim_once_and_
     low, pods, v = _low_on_two_nodes()
     v = _pools(v, n0="a", n1="b")
     pending = _exclusive("train-0", "train-1")
-    first = recorded(step([low], pods, v, gangs=_gang_input(pending, None, _plan_gang)))
-    assert first.nomination is not None and first.nomination.victims == ["default/low"]
-    assert first.nomination.domain == f"{POOL}=a, {POOL}=b"
+    first, after = through_the_nomination(low, pods, v, pending)
+    assert first.nomination is not None and first.nomination.domain == f"{POOL}=a, {POOL}=b"
     nominated = {(e.node, g) for e in first.nomination.gpus for g in e.gpus}
     assert {n for n, _ in nominated} == {"n0", "n1"} and len(nominated) == 16
-    terminating = [replace(p, deleting=True) for p in pods]
-    waiting = recorded(
-        step(
-            [low],
-            terminating,
-            replace(v, pods=tuple(terminating)),
-            now=1001.0,
-            gangs=_gang_input(pending, first, _plan_gang),
-        )
-    )
-    assert waiting.phase == "Pending" and waiting.nomination == first.nomination
-    gone = replace(v, pods=())
-    after = recorded(step([], [], gone, now=1002.0, gangs=_gang_input(pending, waiting, _plan_gang)))
-    assert after.phase == "Planned" and after.nomination is None
     assert sorted(p.node for p in after.ranks) == ["n0", "n1"]
     assert {(p.node, g) for p in after.ranks for g in p.gpus} == nominated
 

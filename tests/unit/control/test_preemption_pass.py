@@ -399,16 +399,13 @@ def _plan_gang(snapshot: Snapshot, gang: Gang) -> Placement | Unplaceable:
     return plan if isinstance(plan, Unplaceable) else plan.placement
 
 
-def test_a_foreign_gang_of_two_gpu_shapes_preempts_and_is_placed_on_its_nomination() -> None:
-    """An 8-GPU rank and a 4-GPU rank: it preempts the research job, its nomination (12 GPUs) holds while the
-    victim's pods end (it is checked by the gang's planner, not as two 8-GPU ranks), and once they are gone each
-    rank is planned on the nominated GPUs with its own shape."""
-    low, pods, v = _low_on_two_nodes()
-    pending = foreign_gang(member(0), member(1, gpus=4), shape=(8, 4), priority=1000, owner=OWNER)
+def through_the_nomination(
+    low: JobFacts, pods: list[PodFacts], v: ClusterView, pending: Gang
+) -> tuple[GangRecord, GangRecord]:
+    """The pending gang preempts the research job ``low`` (its one victim) and is nominated; a pass while the victim's
+    pods terminate keeps the nomination; once they are gone it is planned. Its first record and its planned one."""
     first = recorded(step([low], pods, v, gangs=_gang_input(pending, None, _plan_gang)))
     assert first.nomination is not None and first.nomination.victims == ["default/low"]
-    nominated = {(e.node, g) for e in first.nomination.gpus for g in e.gpus}
-    assert len(nominated) == 12
     terminating = [replace(p, deleting=True) for p in pods]
     waiting = recorded(
         step(
@@ -423,5 +420,18 @@ def test_a_foreign_gang_of_two_gpu_shapes_preempts_and_is_placed_on_its_nominati
     gone = replace(v, pods=())
     after = recorded(step([], [], gone, now=1002.0, gangs=_gang_input(pending, waiting, _plan_gang)))
     assert after.phase == "Planned" and after.nomination is None
+    return first, after
+
+
+def test_a_foreign_gang_of_two_gpu_shapes_preempts_and_is_placed_on_its_nomination() -> None:
+    """An 8-GPU rank and a 4-GPU rank: it preempts the research job, its nomination (12 GPUs) holds while the
+    victim's pods end (it is checked by the gang's planner, not as two 8-GPU ranks), and once they are gone each
+    rank is planned on the nominated GPUs with its own shape."""
+    low, pods, v = _low_on_two_nodes()
+    pending = foreign_gang(member(0), member(1, gpus=4), shape=(8, 4), priority=1000, owner=OWNER)
+    first, after = through_the_nomination(low, pods, v, pending)
+    assert first.nomination is not None
+    nominated = {(e.node, g) for e in first.nomination.gpus for g in e.gpus}
+    assert len(nominated) == 12
     assert [(p.rank, len(p.gpus)) for p in after.ranks] == [(0, 8), (1, 4)]
     assert {(p.node, g) for p in after.ranks for g in p.gpus} == nominated
