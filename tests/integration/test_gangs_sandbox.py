@@ -639,20 +639,6 @@ EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 LOW, HIGH = "gputopo-test-gangs-low", "gputopo-test-gangs-high"
 
 
-def _free_nodes(sandbox: SandboxHandle, count: int) -> list[str]:
-    """``count`` 8-GPU nodes no pod holds GPUs on."""
-    pods = json.loads(sandbox.kubectl("get", "pods", "-A", "-o", "json"))["items"]
-    busy = {p["spec"].get("nodeName") for p in pods if p["status"].get("phase") in ("Pending", "Running")}
-    found = [
-        node
-        for node in sandbox.nodes
-        if node not in busy and len(sandbox.get_json("nodetopology", node)["status"].get("gpus") or []) == 8
-    ]
-    if len(found) < count:
-        pytest.fail(f"{count} free 8-GPU nodes wanted, the sandbox has {len(found)}")
-    return found[:count]
-
-
 def _low_job(name: str, nodes: list[str]) -> dict[str, Any]:
     """A low-priority TrainingJob of one 8-GPU worker per node of ``nodes``, on those nodes only."""
     term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}]}
@@ -737,7 +723,7 @@ def test_a_jobset_of_exclusive_parts_preempts_one_pool_per_part(
     each node of pool b. A high-priority JobSet of two exclusive one-pod Jobs preempts: pool a's job ends whole (both
     its pods), one of pool b's ends and the other runs on, and each Job lands in a pool of its own, on GPUs no other
     gang holds."""
-    nodes = _free_nodes(sandbox, 4)
+    nodes = sandbox.free_gpu_nodes(4)
     pools = {nodes[0]: "a", nodes[1]: "a", nodes[2]: "b", nodes[3]: "b"}
     with priority_classes(sandbox.kubectl, {LOW: 100, HIGH: 1000}):
         for node, pool in pools.items():

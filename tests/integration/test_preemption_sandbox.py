@@ -56,13 +56,7 @@ def jobs(sandbox: SandboxHandle, operator: OperatorProcess) -> Iterator[Jobs]:
 
 def free_node(sandbox: SandboxHandle) -> str:
     """An 8-GPU node no pod holds GPUs on."""
-    pods = json.loads(sandbox.kubectl("get", "pods", "-A", "-o", "json"))["items"]
-    busy = {p["spec"].get("nodeName") for p in pods if p["status"].get("phase") in ("Pending", "Running")}
-    for node in sandbox.nodes:
-        gpus = sandbox.get_json("nodetopology", node)["status"].get("gpus") or []
-        if len(gpus) == 8 and node not in busy:
-            return node
-    pytest.fail("no free 8-GPU node in the sandbox")
+    return sandbox.free_gpu_nodes(1)[0]
 
 
 def confined(name: str, node: str, priority_class: str, **spec: Any) -> dict[str, Any]:
@@ -259,20 +253,6 @@ PATIENT = "gputopo-test-patient"
 INTERVAL = 70  # the victim's checkpoints: every 70 s from its placement
 
 
-def free_nodes(sandbox: SandboxHandle, count: int) -> list[str]:
-    """``count`` 8-GPU nodes no pod holds GPUs on."""
-    pods = json.loads(sandbox.kubectl("get", "pods", "-A", "-o", "json"))["items"]
-    busy = {p["spec"].get("nodeName") for p in pods if p["status"].get("phase") in ("Pending", "Running")}
-    found = [
-        node
-        for node in sandbox.nodes
-        if node not in busy and len(sandbox.get_json("nodetopology", node)["status"].get("gpus") or []) == 8
-    ]
-    if len(found) < count:
-        pytest.fail(f"{count} free 8-GPU nodes wanted, the sandbox has {len(found)}")
-    return found[:count]
-
-
 def spread(name: str, nodes: list[str], priority_class: str, **spec: Any) -> dict[str, Any]:
     """A TrainingJob of one 8-GPU worker per node of ``nodes``, on those nodes only."""
     term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}]}
@@ -305,7 +285,7 @@ def test_a_preemptor_of_a_patient_class_waits_for_the_victims_checkpoint_then_pr
     }
     sandbox.kubectl("apply", "-f", "-", input=json.dumps(patient))
     try:
-        nodes = free_nodes(sandbox, 4)
+        nodes = sandbox.free_gpu_nodes(4)
         low = spread(
             "low",
             nodes,

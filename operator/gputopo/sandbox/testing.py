@@ -33,6 +33,19 @@ class SandboxHandle:
     def get_json(self, *args: str) -> Any:
         return json.loads(self.kubectl("get", *args, "-o", "json"))
 
+    def free_gpu_nodes(self, count: int, gpus: int = 8) -> list[str]:
+        """``count`` nodes of ``gpus`` GPUs that no Pending or Running pod is on, in the sandbox's order; an
+        ``AssertionError`` when it has fewer."""
+        pods = self.get_json("pods", "-A")["items"]
+        busy = {p["spec"].get("nodeName") for p in pods if p["status"].get("phase") in ("Pending", "Running")}
+        found: list[str] = []
+        for node in self.nodes:
+            if node not in busy and len(self.get_json("nodetopology", node)["status"].get("gpus") or []) == gpus:
+                found.append(node)
+                if len(found) == count:
+                    return found
+        raise AssertionError(f"{count} free {gpus}-GPU nodes wanted, the sandbox has {len(found)}")
+
     def wait_for(self, what: str, predicate: Callable[[], Any], timeout: float = 60.0, every: float = 0.25) -> Any:
         """Poll ``predicate`` until it returns something truthy; fail with ``what`` at the deadline."""
         return wait_for(what, predicate, timeout, every)
