@@ -144,6 +144,7 @@ def _floor_side(on: TraceRun, placed: list[dict[str, Any]]) -> dict[str, Any]:
         result = _measured(Way(FLOOR, ns, training_jobs(on.trace, ns), LABEL_JOB, owner_jobs=True), on)
     finally:
         replayer.stop()
+    _clear_training_jobs(on, ns)  # no operator holds their finalizers; the sides after this one need the GPUs
     return result | {"replay_errors": replayer.errors[:20], "jobs_replayed": len(writes)}
 
 
