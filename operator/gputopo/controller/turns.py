@@ -28,6 +28,11 @@ class Turn:
     before: tuple[asyncio.Event, ...]
     mine: asyncio.Event
 
+    @property
+    def due(self) -> bool:
+        """Whether the gangs planned before this one on its nodes have all released their pods already."""
+        return all(e.is_set() for e in self.before)
+
     async def wait(self, timeout: float = NODE_TURN_SECONDS) -> None:
         """Until the gangs planned before this one on its nodes released their pods, or ``timeout``."""
         if not self.before:

@@ -1,8 +1,9 @@
 """Carries out one job's actions against the API server, in order, and says what became of them; decides nothing.
 
 The status goes first, then the deletions, then the gang: its ResourceClaims before the pods that name them (in
-devicePlugin mode the pods wait for their node turn), its Service beside them. What the outcome means (retry,
-back off, give the plan's GPUs back) is ``control.memory``'s to say.
+devicePlugin mode the pods wait for their node turn, and the gang gives its API slot back while it waits), its
+Service beside them. What the outcome means (retry, back off, give the plan's GPUs back) is ``control.memory``'s
+to say.
 
 The jobs' writes share the API concurrency through a priority gate: at most ``JOB_CONCURRENCY_SHARE`` of its
 worth of jobs at once, new gangs first in the order they were placed (so each goes to kube-scheduler as soon as
@@ -67,15 +68,23 @@ class Writer:
         """The job's writes in order, once the gate lets them in (a gang's wait since ``since``, monotonic, is
         measured). With a ``turn`` (devicePlugin mode) the pods go out after those of the gangs planned before on
         their nodes."""
-        async with self._slots().slot(priority):
+        gate = self._slots()
+        async with gate.slot(priority):
             if priority is Priority.PLACEMENT:
                 self.metrics.gang_slot_wait.observe(time.monotonic() - since)
-            return await self._write(actions, job, turn)
+            before = await self._before_gang(actions, job)
+            if before is not None or turn is None or turn.due or not actions.pods:
+                return before or await self._gang(actions, job, turn)
+        # Waiting for the gangs planned before it on its nodes to be bound takes no API request: the slot goes to
+        # the gangs behind it meanwhile (a node's small gangs, each waiting on the one before, would hold them all).
+        await turn.wait()
+        async with gate.slot(priority):
+            return await self._gang(actions, job, None)
 
-    async def _write(self, actions: JobActions, job: JobFacts, turn: Turn | None) -> Written:
+    async def _before_gang(self, actions: JobActions, job: JobFacts) -> Written | None:
+        """The status, the Kueue Workload writes and the deletions; what became of them if they failed."""
         namespace, name = actions.job
         client = self.client
-        shown: int | None = None
         try:
             if actions.status is not None:
                 try:
@@ -89,6 +98,17 @@ class Writer:
                 *(client.delete_pod(namespace, d.name, d.grace_seconds) for d in actions.deletions),
                 *(client.delete_claim(namespace, claim) for claim in actions.claim_deletions),
             )
+        except ApiError as exc:
+            self._failed(actions, exc)
+            return Written(error=exc.reason or "unknown")
+        return None
+
+    async def _gang(self, actions: JobActions, job: JobFacts, turn: Turn | None) -> Written:
+        """The gang's claims, pods and Service (after ``turn``, if one is given), then deleting the job."""
+        namespace, name = actions.job
+        client = self.client
+        shown: int | None = None
+        try:
             try:
                 # The Service only gives rank 0 a name; nothing waits for it, so it goes out with the pods.
                 service = client.create_service(actions.service) if actions.pods and actions.service else None
