@@ -125,7 +125,8 @@ def _operator_side(on: TraceRun, side: str, manifest: dict[str, Any]) -> tuple[d
     """A side of TrainingJobs with the operator running; its result and the TrainingJobs as they ended."""
     ns = NAMESPACES[side]
     with operator_running(on.box, ns, "bench-kueue", log) as operator:
-        way = Way(side, ns, manifest, LABEL_JOB, lambda: trainingjob_busbw(on.custom, ns), owner_jobs=True)
+        busbw = lambda: trainingjob_busbw(on.custom, ns)  # noqa: E731
+        way = Way(side, ns, manifest, LABEL_JOB, busbw, owner_jobs=True, workloads=side == UNDER_KUEUE)
         result = _measured(way, on)
         items = training_job_items(on.custom, ns)
         _clear_training_jobs(on, ns)

@@ -49,7 +49,9 @@ def _side(result: Mapping[str, Any], trace: Sequence[Job]) -> dict[str, Any]:
     rows = result["jobs"]
     up = [j for j in trace if rows[j.name]["running"]]
     times = stats([rows[j.name]["seconds"] for j in up])
+    admitted = [rows[j.name]["admitted_s"] for j in trace if "admitted_s" in rows[j.name]]
     return {
+        "kueue_admitted_s": stats(admitted) if admitted else None,
         "jobs_running": len(up),
         "gpus_in_running_jobs": sum(j.gpus for j in up),
         "time_to_running_s": times,
@@ -145,11 +147,14 @@ def goals(summary: Mapping[str, Any]) -> list[Goal]:
         )
     )
     under = _ratio(_time(summary, UNDER_KUEUE, "whole"), _time(summary, GPUTOPO, "whole"))
+    admitted = (summary["sides"].get(UNDER_KUEUE) or {}).get("kueue_admitted_s")
+    last_admitted = f"; Kueue admitted the last Workload at {fmt(admitted['max'])} s" if admitted else ""
     out.append(
         Goal(
             "under Kueue quota",
             f"gputopo under Kueue's quota within {GOAL_UNDER_KUEUE}x gputopo alone, whole trace",
-            f"{fmt(under, '.2f')}x",
+            f"{fmt(under, '.2f')}x ({fmt(_time(summary, UNDER_KUEUE, 'whole'))} against "
+            f"{fmt(_time(summary, GPUTOPO, 'whole'))} s{last_admitted})",
             under is not None and under <= GOAL_UNDER_KUEUE,
         )
     )
@@ -182,6 +187,13 @@ def _table(report: Mapping[str, Any]) -> list[str]:
     row("GPUs in Running jobs", lambda s: str(sides[s]["gpus_in_running_jobs"]))
     row("time to Running per job p50 / p90 (s)", lambda s: f"{fmt(t(s)['p50'])} / {fmt(t(s)['p90'])}")
     row("whole trace: last job Running (s)", lambda s: fmt(sides[s]["whole_trace_s"]))
+
+    def admitted(side: str) -> str:
+        times = sides[side].get("kueue_admitted_s")
+        return f"{fmt(times['p50'])} / {fmt(times['max'])}" if times else "-"
+
+    if any(sides[s].get("kueue_admitted_s") for s in run):
+        row("Kueue admitted the job's Workload, p50 / last (s)", admitted)
     row("bus bandwidth, mean of multi-node jobs (GB/s)", lambda s: fmt(sides[s]["busbw_multi_node_mean_gbps"]))
     row("bus bandwidth, mean of multi-GPU jobs (GB/s)", lambda s: fmt(sides[s]["busbw_multi_gpu_mean_gbps"]))
     row("idle in partial gangs (GPU·s)", lambda s: fmt(sides[s]["idle_in_partial_gangs"]["gpu_seconds"]))

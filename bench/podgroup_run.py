@@ -147,6 +147,7 @@ class Way:
     selector: str
     placer_busbw: Callable[[], dict[str, float]] | None = None
     owner_jobs: bool = False  # the operator makes the pods: a job is created with its TrainingJob
+    workloads: bool = False  # the TrainingJobs run under Kueue's quota: when Kueue admitted each is stamped
 
 
 def run_way(way: Way, on: TraceRun, log: Callable[[str], None]) -> dict[str, Any]:
@@ -155,7 +156,9 @@ def run_way(way: Way, on: TraceRun, log: Callable[[str], None]) -> dict[str, Any
     its pods got, and the GPUs idle in partial gangs."""
     trace = on.trace
     expected = sum(j.workers for j in trace)
-    clock = Stamper(on.core, on.custom, way.namespace, way.selector, jobs_too=way.owner_jobs).start()
+    clock = Stamper(
+        on.core, on.custom, way.namespace, way.selector, jobs_too=way.owner_jobs, workloads_too=way.workloads
+    ).start()
     time.sleep(1.0)  # the watch is open before anything is submitted
     log(f"{way.name}: submitting {len(way.manifest['items'])} objects")
     writes_before = api_writes(on.box)
@@ -164,6 +167,7 @@ def run_way(way: Way, on: TraceRun, log: Callable[[str], None]) -> dict[str, Any
     writes = api_writes(on.box) - writes_before  # everyone's: the submission, kube-scheduler, kwok, the operator
     clock.stop()
     stamps, job_stamps = clock.snapshot()
+    admitted = clock.admissions()
     running_at, nodes = clock.running_on()
     log(f"{way.name}: {len(running_at)}/{expected} pods Running; settled after {run.settled_s:.1f} s ({run.because})")
 
@@ -177,6 +181,8 @@ def run_way(way: Way, on: TraceRun, log: Callable[[str], None]) -> dict[str, Any
     for job in trace:
         up = [p for p in job.pods() if p in running_at]
         row: dict[str, Any] = {"running": len(up) == job.workers, "pods_running": len(up)}
+        if job.name in admitted:
+            row["admitted_s"] = admitted[job.name] - run.t0
         if row["running"]:
             row["seconds"] = max(running_at[p] for p in up) - run.t0
             created = _created(job, stamps, job_stamps) if way.owner_jobs else _created(job, stamps)

@@ -1,6 +1,6 @@
 """Stamps of what arrives on a namespace's watches: when each pod was first seen created, bound and Running
 (and on which node), and, for ``bench_allocation.py``, when each TrainingJob was first seen and first seen with a
-plan.
+plan, and when each TrainingJob's Kueue Workload was first seen admitted.
 
 The stamps are ``time.monotonic()`` at arrival; the API server's own whole-second times (a pod's
 ``PodScheduled`` ``lastTransitionTime``, a TrainingJob's ``creationTimestamp``) are kept beside them to check
@@ -54,8 +54,10 @@ class Stamper:
     namespace: str
     selector: str
     jobs_too: bool
+    workloads_too: bool = False
     pods: dict[str, PodStamps] = field(default_factory=dict)
     jobs: dict[str, JobStamps] = field(default_factory=dict)
+    admitted: dict[str, float] = field(default_factory=dict)  # TrainingJob -> its Workload first seen admitted
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _watchers: list[Watcher] = field(default_factory=list)
 
@@ -74,6 +76,10 @@ class Stamper:
             args = ("gputopo.io", "v1alpha1", self.namespace, "trainingjobs")
             call = self.custom.list_namespaced_custom_object
             self._watchers.append(Watcher(call, args, {}, self._job, name="job-stamps").start())
+        if self.workloads_too:
+            args = ("kueue.x-k8s.io", "v1beta2", self.namespace, "workloads")
+            call = self.custom.list_namespaced_custom_object
+            self._watchers.append(Watcher(call, args, {}, self._workload, name="workload-stamps").start())
         return self
 
     def stop(self) -> None:
@@ -87,6 +93,10 @@ class Stamper:
     def snapshot(self) -> tuple[dict[str, PodStamps], dict[str, JobStamps]]:
         with self._lock:
             return dict(self.pods), dict(self.jobs)
+
+    def admissions(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self.admitted)
 
     def running_on(self) -> tuple[dict[str, float], dict[str, str]]:
         """pod -> when it was first seen Running, and pod -> its node, of the pods Running."""
@@ -109,6 +119,15 @@ class Stamper:
                         stamps.scheduled_api = api_time(cond.get("lastTransitionTime"))
             if stamps.running is None and node and status.get("phase") == "Running":
                 stamps.running = now
+
+    def _workload(self, workload: dict[str, Any], now: float) -> None:
+        meta = workload.get("metadata") or {}
+        if meta.get("deletionTimestamp") or not (workload.get("status") or {}).get("admission"):
+            return
+        for owner in meta.get("ownerReferences") or []:
+            if owner.get("kind") == "TrainingJob":
+                with self._lock:
+                    self.admitted.setdefault(owner["name"], now)
 
     def _job(self, job: dict[str, Any], now: float) -> None:
         meta = job.get("metadata") or {}
