@@ -289,7 +289,9 @@ class Runtime:
             self.placing += 1
             if self.settings.gpu_allocation is GpuAllocation.DEVICE_PLUGIN:
                 turn = self.turns.take(node for node, _ in plan.workers)
-        priority = Priority.PLACEMENT if plan is not None else Priority.UPDATE
+        # A Workload to make is what Kueue waits for before it can admit the job: as urgent as a placement.
+        urgent = plan is not None or actions.workload is not None
+        priority = Priority.PLACEMENT if urgent else Priority.UPDATE
         write = self._write(actions, job, plan, priority, turn, time.monotonic())
         self.writing[actions.job] = asyncio.create_task(write)
 
@@ -320,11 +322,11 @@ class Runtime:
                 self._after_turn(actions, turn, shown)
             if self.writing.get(actions.job) is asyncio.current_task():
                 del self.writing[actions.job]
-            if priority is Priority.PLACEMENT:
+            if plan is not None:
                 self.placing -= 1
             # The job can be stepped again: a placed gang's next step is a report, held while others go out;
             # after the last gang the reports held go at once.
-            self.poke(urgent=priority is not Priority.PLACEMENT or not self.placing)
+            self.poke(urgent=plan is None or not self.placing)
         if actions.events:
             task = asyncio.create_task(self.writer.post_events(actions))
             self.events_in_flight.add(task)

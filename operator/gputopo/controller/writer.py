@@ -1,13 +1,14 @@
 """Carries out one job's actions against the API server, in order, and says what became of them; decides nothing.
 
-The status goes first, then the deletions, then the gang: its ResourceClaims before the pods that name them (in
-devicePlugin mode the pods wait for their node turn, and the gang gives its API slot back while it waits), its
-Service beside them. What the outcome means (retry, back off, give the plan's GPUs back) is ``control.memory``'s
-to say.
+The status goes first (a new Kueue Workload beside it), then the deletions, then the gang: its ResourceClaims
+before the pods that name them (in devicePlugin mode the pods wait for their node turn, and the gang gives its API
+slot back while it waits), its Service beside them. What the outcome means (retry, back off, give the plan's GPUs
+back) is ``control.memory``'s to say.
 
 The jobs' writes share the API concurrency through a priority gate: at most ``JOB_CONCURRENCY_SHARE`` of its
-worth of jobs at once, new gangs first in the order they were placed (so each goes to kube-scheduler as soon as
-its own writes are done), then other jobs' writes, then Events.
+worth of jobs at once, new gangs and new Kueue Workloads first in the order they were decided (so each gang goes to
+kube-scheduler, and each Workload to Kueue, as soon as its own writes are done), then other jobs' writes, then
+Events.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ JOB_CONCURRENCY_SHARE = 4
 class Priority(IntEnum):
     """Who gets a free API slot first."""
 
-    PLACEMENT = 0  # a gang of this pass's placements: its status, Service, claims, pods
+    PLACEMENT = 0  # a gang of this pass's placements (its status, Service, claims, pods), or a job's Kueue Workload
     UPDATE = 1  # any other job's writes: statuses, deletions
     EVENT = 2  # Events say what happened; nothing waits for them
 
@@ -70,7 +71,7 @@ class Writer:
         their nodes."""
         gate = self._slots()
         async with gate.slot(priority):
-            if priority is Priority.PLACEMENT:
+            if priority is Priority.PLACEMENT and actions.workload is None:
                 self.metrics.gang_slot_wait.observe(time.monotonic() - since)
             before = await self._before_gang(actions, job)
             if before is not None or turn is None or turn.due or not actions.pods:
@@ -82,17 +83,14 @@ class Writer:
             return await self._gang(actions, job, None)
 
     async def _before_gang(self, actions: JobActions, job: JobFacts) -> Written | None:
-        """The status, the Kueue Workload writes and the deletions; what became of them if they failed."""
-        namespace, name = actions.job
+        """The status, the Kueue Workload writes and the deletions; what became of them if they failed. A new
+        Workload goes out beside the status: Kueue admits from it, the status only reports the wait."""
+        namespace, _ = actions.job
         client = self.client
         try:
-            if actions.status is not None:
-                try:
-                    version = await client.write_status(namespace, name, actions.status)
-                except ApiError as exc:
-                    self._failed(actions, exc)
-                    return Written(error=exc.reason or "unknown", status_failed=True)
-                self.statuses.wrote(job, version, actions.status)
+            status, _ = await asyncio.gather(self._status(actions, job), self._new_workload(actions))
+            if status is not None:
+                return status
             await self._workloads(actions)
             await asyncio.gather(
                 *(client.delete_pod(namespace, d.name, d.grace_seconds) for d in actions.deletions),
@@ -127,14 +125,29 @@ class Writer:
             return Written(shown=shown, error=exc.reason or "unknown")
         return Written(shown=shown)
 
+    async def _status(self, actions: JobActions, job: JobFacts) -> Written | None:
+        if actions.status is None:
+            return None
+        namespace, name = actions.job
+        try:
+            version = await self.client.write_status(namespace, name, actions.status)
+        except ApiError as exc:
+            self._failed(actions, exc)
+            return Written(error=exc.reason or "unknown", status_failed=True)
+        self.statuses.wrote(job, version, actions.status)
+        return None
+
+    async def _new_workload(self, actions: JobActions) -> None:
+        """The job generation's Kueue Workload, created if absent (its name is fixed per generation)."""
+        if actions.workload is not None:
+            await self.client.create_workload(actions.workload)
+
     async def _workloads(self, actions: JobActions) -> None:
-        """The job's Kueue Workload writes (``control.kueue_quota``): the stale ones deleted, its generation's created,
-        the status patches applied (one that finds the Workload changed is worked out again by the next pass)."""
+        """The job's other Kueue Workload writes (``control.kueue_quota``): the stale ones deleted, the status
+        patches applied (one that finds the Workload changed is worked out again by the next pass)."""
         namespace, _ = actions.job
         client = self.client
         await asyncio.gather(*(client.delete_workload(namespace, name) for name in actions.workload_deletions))
-        if actions.workload is not None:
-            await client.create_workload(actions.workload)
         await asyncio.gather(
             *(client.patch_workload_status(namespace, p.name, p.body) for p in actions.workload_patches)
         )

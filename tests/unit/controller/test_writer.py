@@ -1,5 +1,6 @@
 """The writer over a recording client: a gang that waits for its node turn gives its API slot to the gangs behind
-it, and still writes its status before, and its pods after, the turn."""
+it, and still writes its status before, and its pods after, the turn; a job's new Kueue Workload goes out beside
+its status, not after it."""
 
 from __future__ import annotations
 
@@ -19,11 +20,19 @@ from gputopo.kube.client import KubeClient
 class RecordingClient:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
+        self.status_answered = asyncio.Event()
+        self.status_answered.set()
 
     async def write_status(self, namespace: str, name: str, status: TrainingJobStatus) -> str:
         self.calls.append(("status", name))
-        await asyncio.sleep(0)
+        await self.status_answered.wait()
+        self.calls.append(("status answered", name))
         return "2"
+
+    async def create_workload(self, body: dict[str, Any]) -> bool:
+        self.calls.append(("workload", body["metadata"]["name"]))
+        await asyncio.sleep(0)
+        return True
 
     async def create_pod(self, body: dict[str, Any]) -> bool:
         self.calls.append(("pod", body["metadata"]["name"]))
@@ -58,7 +67,12 @@ def test_a_gang_waiting_for_its_node_turn_lets_the_next_gang_write_meanwhile() -
         await asyncio.wait_for(first, 1.0)
         return client.calls
 
-    assert asyncio.run(main()) == [("status", "a"), ("status", "b"), ("pod", "b-0"), ("pod", "a-0")]
+    assert [c for c in asyncio.run(main()) if c[0] != "status answered"] == [
+        ("status", "a"),
+        ("status", "b"),
+        ("pod", "b-0"),
+        ("pod", "a-0"),
+    ]
 
 
 def test_a_gang_whose_turn_is_due_writes_in_one_go() -> None:
@@ -71,4 +85,23 @@ def test_a_gang_whose_turn_is_due_writes_in_one_go() -> None:
         await writer.write(a, a_job, Priority.PLACEMENT, turn, asyncio.get_running_loop().time())
         return client.calls
 
-    assert asyncio.run(main()) == [("status", "a"), ("pod", "a-0")]
+    assert asyncio.run(main()) == [("status", "a"), ("status answered", "a"), ("pod", "a-0")]
+
+
+def test_a_new_workload_goes_out_while_the_status_write_is_still_on_its_way() -> None:
+    async def main() -> list[tuple[str, str]]:
+        client = RecordingClient()
+        client.status_answered.clear()  # the API server is slow to answer the status
+        writer = _writer(client)
+        actions, facts = _job("a")
+        actions.pods = []
+        actions.workload = {"metadata": {"name": "trainingjob-a-1"}}
+        task = asyncio.create_task(writer.write(actions, facts, Priority.PLACEMENT, None, 0.0))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert ("workload", "trainingjob-a-1") in client.calls, "the Workload waited for the status's answer"
+        client.status_answered.set()
+        await asyncio.wait_for(task, 1.0)
+        return client.calls
+
+    assert asyncio.run(main()) == [("status", "a"), ("workload", "trainingjob-a-1"), ("status answered", "a")]
