@@ -80,6 +80,8 @@ def summarise(sides: Mapping[str, Mapping[str, Any]], trace: Sequence[Job]) -> d
             GPUTOPO: mean([sides[GPUTOPO]["jobs"][j.name]["busbw_gbps"] for j in both]),
             TAS: mean([sides[TAS]["jobs"][j.name]["busbw_gbps"] for j in both]),
         }
+    if FLOOR in sides and sides[FLOOR].get("paired_rounds"):
+        summary["floor_rounds"] = sides[FLOOR]["paired_rounds"]
     summary["by_size"] = _by_size(sides, trace)
     summary["goals"] = [g.__dict__ for g in goals(summary)]
     return summary
@@ -158,17 +160,39 @@ def goals(summary: Mapping[str, Any]) -> list[Goal]:
             under is not None and under <= GOAL_UNDER_KUEUE,
         )
     )
-    floor = _ratio(_time(summary, GPUTOPO, "p50"), _time(summary, FLOOR, "p50"))
-    floor_whole = _ratio(_time(summary, GPUTOPO, "whole"), _time(summary, FLOOR, "whole"))
-    out.append(
-        Goal(
-            "against the floor client",
-            f"gputopo's p50 time to Running ≤ {GOAL_FLOOR}x the floor client's ('minimal')",
-            f"{fmt(floor, '.2f')}x (whole trace {fmt(floor_whole, '.2f')}x)",
-            floor is not None and floor <= GOAL_FLOOR,
-        )
-    )
+    out.append(_floor_goal(summary))
     return out
+
+
+def _floor_goal(summary: Mapping[str, Any]) -> Goal:
+    """Judged on the median of the rounds' p50 ratios where the run made several, else on its one round."""
+    rounds = summary.get("floor_rounds") or [
+        {
+            "gputopo_p50": _time(summary, GPUTOPO, "p50"),
+            "minimal_p50": _time(summary, FLOOR, "p50"),
+            "gputopo_whole": _time(summary, GPUTOPO, "whole"),
+            "minimal_whole": _time(summary, FLOOR, "whole"),
+        }
+    ]
+    ratios = [_ratio(r["gputopo_p50"], r["minimal_p50"]) for r in rounds]
+    wholes = [_ratio(r["gputopo_whole"], r["minimal_whole"]) for r in rounds]
+    known = [r for r in ratios if r is not None]
+    floor = median(known) if len(known) == len(ratios) else None
+    whole = median([w for w in wholes if w is not None])
+    if len(rounds) == 1:
+        figure = f"{fmt(floor, '.2f')}x (whole trace {fmt(whole, '.2f')}x)"
+    else:
+        each = "; ".join(f"{fmt(r['gputopo_p50'])} against {fmt(r['minimal_p50'])} s" for r in rounds)
+        figure = (
+            f"{fmt(floor, '.2f')}x, the median of {len(rounds)} rounds "
+            f"({', '.join(fmt(r, '.2f') + 'x' for r in ratios)}: {each}; whole trace median {fmt(whole, '.2f')}x)"
+        )
+    return Goal(
+        "against the floor client",
+        f"gputopo's p50 time to Running ≤ {GOAL_FLOOR}x the floor client's ('minimal')",
+        figure,
+        floor is not None and floor <= GOAL_FLOOR,
+    )
 
 
 def _table(report: Mapping[str, Any]) -> list[str]:

@@ -167,7 +167,7 @@ def run_way(way: Way, on: TraceRun, log: Callable[[str], None]) -> dict[str, Any
     writes = api_writes(on.box) - writes_before  # everyone's: the submission, kube-scheduler, kwok, the operator
     clock.stop()
     stamps, job_stamps = clock.snapshot()
-    admitted = clock.admissions()
+    workloads, admitted = clock.admissions()
     running_at, nodes = clock.running_on()
     log(f"{way.name}: {len(running_at)}/{expected} pods Running; settled after {run.settled_s:.1f} s ({run.because})")
 
@@ -181,6 +181,8 @@ def run_way(way: Way, on: TraceRun, log: Callable[[str], None]) -> dict[str, Any
     for job in trace:
         up = [p for p in job.pods() if p in running_at]
         row: dict[str, Any] = {"running": len(up) == job.workers, "pods_running": len(up)}
+        if job.name in workloads:
+            row["workload_s"] = workloads[job.name] - run.t0
         if job.name in admitted:
             row["admitted_s"] = admitted[job.name] - run.t0
         if row["running"]:

@@ -57,6 +57,7 @@ class Stamper:
     workloads_too: bool = False
     pods: dict[str, PodStamps] = field(default_factory=dict)
     jobs: dict[str, JobStamps] = field(default_factory=dict)
+    workloads: dict[str, float] = field(default_factory=dict)  # TrainingJob -> its Workload first seen
     admitted: dict[str, float] = field(default_factory=dict)  # TrainingJob -> its Workload first seen admitted
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _watchers: list[Watcher] = field(default_factory=list)
@@ -94,9 +95,10 @@ class Stamper:
         with self._lock:
             return dict(self.pods), dict(self.jobs)
 
-    def admissions(self) -> dict[str, float]:
+    def admissions(self) -> tuple[dict[str, float], dict[str, float]]:
+        """TrainingJob -> when its Workload was first seen, and when first seen admitted."""
         with self._lock:
-            return dict(self.admitted)
+            return dict(self.workloads), dict(self.admitted)
 
     def running_on(self) -> tuple[dict[str, float], dict[str, str]]:
         """pod -> when it was first seen Running, and pod -> its node, of the pods Running."""
@@ -122,12 +124,15 @@ class Stamper:
 
     def _workload(self, workload: dict[str, Any], now: float) -> None:
         meta = workload.get("metadata") or {}
-        if meta.get("deletionTimestamp") or not (workload.get("status") or {}).get("admission"):
+        if meta.get("deletionTimestamp"):
             return
+        admitted = bool((workload.get("status") or {}).get("admission"))
         for owner in meta.get("ownerReferences") or []:
             if owner.get("kind") == "TrainingJob":
                 with self._lock:
-                    self.admitted.setdefault(owner["name"], now)
+                    self.workloads.setdefault(owner["name"], now)
+                    if admitted:
+                        self.admitted.setdefault(owner["name"], now)
 
     def _job(self, job: dict[str, Any], now: float) -> None:
         meta = job.get("metadata") or {}

@@ -94,3 +94,26 @@ def test_kueue_admission_is_summed_up_and_named_in_the_under_kueue_goal() -> Non
     assert summary["sides"][GPUTOPO]["kueue_admitted_s"] is None
     (goal,) = [g for g in summary["goals"] if g["name"] == "under Kueue quota"]
     assert goal["figure"] == "1.25x (2.5 against 2.0 s; Kueue admitted the last Workload at 2.2 s)"
+
+
+def test_the_floor_goal_is_judged_on_the_median_of_its_rounds() -> None:
+    floor = _side([0.9, 1.3, 1.9], [10.0, 140.0, 50.0])
+    floor["paired_rounds"] = [
+        {"gputopo_p50": 2.0, "minimal_p50": 1.0, "gputopo_whole": 4.0, "minimal_whole": 4.0},  # 2.0x: a slow round
+        {"gputopo_p50": 1.1, "minimal_p50": 1.0, "gputopo_whole": 4.0, "minimal_whole": 4.0},
+        {"gputopo_p50": 1.2, "minimal_p50": 1.0, "gputopo_whole": 4.4, "minimal_whole": 4.0},
+    ]
+    summary = summarise({GPUTOPO: _side([1.0, 1.5, 2.0], [1.0, 1.0, 1.0]), FLOOR: floor}, TRACE)
+    (goal,) = [g for g in summary["goals"] if g["name"] == "against the floor client"]
+    assert goal["met"]
+    assert goal["figure"].startswith("1.20x, the median of 3 rounds (2.00x, 1.10x, 1.20x: 2.0 against 1.0 s;")
+
+
+def test_a_round_without_a_figure_leaves_the_floor_goal_unmet() -> None:
+    floor = _side([0.9, 1.3, 1.9], [10.0, 140.0, 50.0])
+    floor["paired_rounds"] = [
+        {"gputopo_p50": 1.0, "minimal_p50": 1.0, "gputopo_whole": 4.0, "minimal_whole": 4.0},
+        {"gputopo_p50": None, "minimal_p50": 1.0, "gputopo_whole": None, "minimal_whole": 4.0},
+    ]
+    summary = summarise({GPUTOPO: _side([1.0, 1.5, 2.0], [1.0, 1.0, 1.0]), FLOOR: floor}, TRACE)
+    assert not _met(summary)["against the floor client"]
