@@ -49,8 +49,10 @@ def _side(result: Mapping[str, Any], trace: Sequence[Job]) -> dict[str, Any]:
     rows = result["jobs"]
     up = [j for j in trace if rows[j.name]["running"]]
     times = stats([rows[j.name]["seconds"] for j in up])
+    made = [rows[j.name]["workload_s"] for j in trace if "workload_s" in rows[j.name]]
     admitted = [rows[j.name]["admitted_s"] for j in trace if "admitted_s" in rows[j.name]]
     return {
+        "kueue_workload_s": stats(made) if made else None,
         "kueue_admitted_s": stats(admitted) if admitted else None,
         "jobs_running": len(up),
         "gpus_in_running_jobs": sum(j.gpus for j in up),
@@ -212,12 +214,16 @@ def _table(report: Mapping[str, Any]) -> list[str]:
     row("time to Running per job p50 / p90 (s)", lambda s: f"{fmt(t(s)['p50'])} / {fmt(t(s)['p90'])}")
     row("whole trace: last job Running (s)", lambda s: fmt(sides[s]["whole_trace_s"]))
 
-    def admitted(side: str) -> str:
-        times = sides[side].get("kueue_admitted_s")
-        return f"{fmt(times['p50'])} / {fmt(times['max'])}" if times else "-"
+    def workload(key: str) -> Any:
+        def cell(side: str) -> str:
+            times = sides[side].get(key)
+            return f"{fmt(times['p50'])} / {fmt(times['max'])}" if times else "-"
+
+        return cell
 
     if any(sides[s].get("kueue_admitted_s") for s in run):
-        row("Kueue admitted the job's Workload, p50 / last (s)", admitted)
+        row("gputopo made the job's Workload, p50 / last (s)", workload("kueue_workload_s"))
+        row("Kueue admitted it, p50 / last (s)", workload("kueue_admitted_s"))
     row("bus bandwidth, mean of multi-node jobs (GB/s)", lambda s: fmt(sides[s]["busbw_multi_node_mean_gbps"]))
     row("bus bandwidth, mean of multi-GPU jobs (GB/s)", lambda s: fmt(sides[s]["busbw_multi_gpu_mean_gbps"]))
     row("idle in partial gangs (GPU·s)", lambda s: fmt(sides[s]["idle_in_partial_gangs"]["gpu_seconds"]))

@@ -88,9 +88,10 @@ def test_a_goal_whose_sides_did_not_run_is_not_met() -> None:
 def test_kueue_admission_is_summed_up_and_named_in_the_under_kueue_goal() -> None:
     under = _side([1.2, 1.8, 2.5], [10.0, 140.0, 50.0])
     for name, admitted in zip([j.name for j in TRACE], [0.4, 1.1, 2.2], strict=True):
-        under["jobs"][name]["admitted_s"] = admitted
+        under["jobs"][name] |= {"workload_s": admitted - 0.3, "admitted_s": admitted}
     summary = summarise({GPUTOPO: _side([1.0, 1.5, 2.0], [1.0, 1.0, 1.0]), UNDER_KUEUE: under}, TRACE)
     assert summary["sides"][UNDER_KUEUE]["kueue_admitted_s"]["max"] == 2.2
+    assert summary["sides"][UNDER_KUEUE]["kueue_workload_s"]["p50"] == 0.8
     assert summary["sides"][GPUTOPO]["kueue_admitted_s"] is None
     (goal,) = [g for g in summary["goals"] if g["name"] == "under Kueue quota"]
     assert goal["figure"] == "1.25x (2.5 against 2.0 s; Kueue admitted the last Workload at 2.2 s)"
