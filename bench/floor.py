@@ -15,7 +15,7 @@ kubelets need for those writes on this machine.
   Running with the placement, once every pod is seen Running.
 * ``pinned``: below that contract: the pods and the Service only, no status at all.
 
-All three make at most ``GANGS_AT_ONCE`` gangs' writes at once, the operator's own default (32 requests at once,
+All three make at most ``GANGS_AT_ONCE`` gangs' writes at once, the operator's own default (64 requests at once,
 a quarter of them for new gangs).
 """
 
@@ -41,7 +41,7 @@ from gputopo.control.pods import is_gang, pod_manifest, service_manifest
 from gputopo.kube.client import KubeClient, load_configuration
 
 FLOOR_SIDES = ("replay", "minimal", "pinned")
-GANGS_AT_ONCE = 8
+GANGS_AT_ONCE = 16
 READY_WITHIN_SECONDS = 30.0
 _UID = "00000000-0000-0000-0000-000000000000"  # replaced by the job's own uid when it is seen
 

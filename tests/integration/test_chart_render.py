@@ -84,7 +84,7 @@ def test_every_operator_setting_the_chart_writes_is_one_the_operator_reads(monke
     for key, value in data.items():
         monkeypatch.setenv(key, value)
     settings = OperatorSettings()
-    assert settings.placements_per_pass == 16 and settings.api_concurrency == 32
+    assert settings.placements_per_pass == 16 and settings.api_concurrency == 64
     assert settings.gang_record_retention_seconds == 45
 
 

@@ -118,7 +118,7 @@ class OperatorSettings(BaseSettings):
     settle_seconds: float = Field(
         default=0.1, ge=0, description="Events arriving this close together are handled in one pass."
     )
-    api_concurrency: int = Field(default=32, ge=1, le=256, description="API requests in flight at once.")
+    api_concurrency: int = Field(default=64, ge=1, le=256, description="API requests in flight at once.")
     placements_per_pass: int = Field(
         default=64,
         ge=1,
