@@ -6,7 +6,7 @@ operator that dies between the two finds the plan on restart and finishes it ins
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from gputopo.api.trainingjob import TrainingJobStatus
@@ -82,6 +82,15 @@ class JobActions:
             or self.workload_deletions
             or self.workload_patches
         )
+
+    def new_workload_only(self) -> JobActions | None:
+        """These actions' Workload to create, alone, when they are that and a report (a status, Events) and
+        nothing else: a job that has just entered a Kueue queue. Kueue admits from the Workload; the report only
+        says that the job waits, and may wait itself. None otherwise."""
+        if self.workload is None:
+            return None
+        rest = replace(self, workload=None, status=None, events=[])
+        return JobActions(self.job, self.uid, workload=self.workload) if not rest else None
 
     def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         self.events.append(EventNote(type_, reason, message))

@@ -238,17 +238,22 @@ class Memory:
 
         While gangs' writes go out (``placing``), a job that only has something to report waits, up to
         ``REPORT_DELAY_SECONDS``: the API server's time goes to the gangs, and a job that turned Running meanwhile
-        and then had its GPUs reported costs one status write instead of two."""
+        and then had its GPUs reported costs one status write instead of two. A job that has just entered a Kueue
+        queue has its Workload created at once and its report held the same way: when Kueue admits it meanwhile,
+        the status that says so is its first."""
         start = []
         acting = set()
         for job in actions:
             acting.add(job.job)
-            if job.reports_only and placing:
+            workload = job.new_workload_only() if placing else None
+            if placing and (job.reports_only or workload is not None):
                 since = self[job.job].report_held_since
                 if since is None:
                     since = tick
                     self._change(job.job, report_held_since=tick)
                 if tick - since < REPORT_DELAY_SECONDS:
+                    if workload is not None:
+                        start.append(workload)
                     continue
             self._change(job.job, report_held_since=None)
             start.append(job)

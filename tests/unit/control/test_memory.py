@@ -81,3 +81,18 @@ def test_failed_writes_back_off_and_a_success_resets_the_count() -> None:
 ], ids=["refused", "placed-status-failed", "status-failed-not-placed", "later-write-failed"])  # fmt: skip
 def test_which_outcomes_give_the_plan_back(outcome: Written, placed: bool, frees: bool) -> None:
     assert Memory.frees_plan(outcome, placed) is frees
+
+
+def test_a_job_entering_a_kueue_queue_has_its_workload_made_at_once_and_its_report_held() -> None:
+    memory = Memory()
+    workload = {"metadata": {"name": "trainingjob-1"}}
+    entering = JobActions(PLACED.key, PLACED.uid, status=TrainingJobStatus(), workload=workload)
+    entering.event("Normal", "WaitingForKueue", "waiting for Kueue to admit Workload trainingjob-1")
+    started, due = memory.hold_reports([entering], True, set(), 0.0)
+    assert started == [JobActions(PLACED.key, PLACED.uid, workload=workload)] and due == REPORT_DELAY_SECONDS
+    assert memory.hold_reports([entering], False, set(), 1.0) == ([entering], None), "no gang going out: at once"
+    # Anything more than a report beside the Workload (here a stale Workload to delete) goes out whole.
+    more = JobActions(PLACED.key, PLACED.uid, status=TrainingJobStatus(), workload=workload)
+    more.workload_deletions.append("trainingjob-0")
+    assert more.new_workload_only() is None
+    assert memory.hold_reports([more], True, set(), 2.0) == ([more], None)
