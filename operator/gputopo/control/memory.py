@@ -1,10 +1,10 @@
 """What the operator remembers about each job between passes, and the decisions made from it (pure).
 
 One ``JobMemory`` per job: the generation last indexed, the nodes to avoid and until when, the API server's
-refusal of its pods, its failed applies in a row, the pods created that the watch does not show yet, since when
-its report is held back, and its node turn. ``Memory`` keeps them and decides from them: which jobs a pass
-leaves alone, which reports wait for the gangs' writes, how long to back off. Nothing here reads a clock: the
-pass's ``now`` and the runtime's monotonic ``tick`` come in as arguments.
+refusal of its pods, its failed applies in a row, the pods and the Kueue Workload created that the watch does
+not show yet, since when its report is held back, and its node turn. ``Memory`` keeps them and decides from
+them: which jobs a pass leaves alone, which reports wait for the gangs' writes, how long to back off. Nothing
+here reads a clock: the pass's ``now`` and the runtime's monotonic ``tick`` come in as arguments.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Protocol
 
 from gputopo.control.actions import JobActions
@@ -29,6 +30,7 @@ __all__ = [
     "Refusal",
     "Release",
     "Unseen",
+    "WorkloadSent",
     "Written",
     "refuses",
     "retry_delay",
@@ -80,6 +82,14 @@ class Unseen:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkloadSent:
+    """A create of the job's Kueue Workload went out; until the watch shows it, a step asks for it again."""
+
+    name: str
+    until: float  # when to stop taking the watch's word for lagging (monotonic): create it again after that
+
+
+@dataclass(frozen=True, slots=True)
 class Binding:
     """devicePlugin mode: a gang holds ``turn`` on its nodes until the watch shows ``pods`` bound."""
 
@@ -107,6 +117,7 @@ class JobMemory:
     unseen: Unseen | None = None
     report_held_since: float | None = None
     binding: Binding | None = None
+    workload_sent: WorkloadSent | None = None
 
     def busy(self, job: JobFacts, pods: Sequence[PodFacts], writing: bool, tick: float) -> bool:
         """Whether a pass must leave the job alone: its writes are in flight, or the pods they created are not
@@ -133,6 +144,9 @@ class JobMemory:
             unseen=None if self._seen(job, pods, tick) else self.unseen,
             report_held_since=self.report_held_since,
             binding=self.binding,
+            workload_sent=self.workload_sent
+            if job is not None and self.workload_sent is not None and tick < self.workload_sent.until
+            else None,
         )
         return None if kept == _EMPTY else kept
 
@@ -240,10 +254,13 @@ class Memory:
         ``REPORT_DELAY_SECONDS``: the API server's time goes to the gangs, and a job that turned Running meanwhile
         and then had its GPUs reported costs one status write instead of two. A job that has just entered a Kueue
         queue has its Workload created at once and its report held the same way: when Kueue admits it meanwhile,
-        the status that says so is its first."""
+        the status that says so is its first. A Workload create that went out is not repeated while the watch
+        does not show it yet (``WorkloadSent``)."""
         start = []
         acting = set()
-        for job in actions:
+        for job in map(partial(self._unsent, tick=tick), actions):
+            if not job:
+                continue
             acting.add(job.job)
             workload = job.new_workload_only() if placing else None
             if placing and (job.reports_only or workload is not None):
@@ -260,8 +277,22 @@ class Memory:
         for key, memory in list(self._jobs.items()):
             if memory.report_held_since is not None and key not in acting and key not in writing:
                 self._change(key, report_held_since=None)  # nothing to report any more (or the job is gone)
+        for job in start:
+            if job.workload is not None:
+                name = str(job.workload["metadata"]["name"])
+                self._change(job.job, workload_sent=WorkloadSent(name, tick + SHOWN_WITHIN_SECONDS))
         held = self.reports_held()
         return start, (min(held.values()) + REPORT_DELAY_SECONDS - tick if held else None)
+
+    def _unsent(self, actions: JobActions, tick: float) -> JobActions:
+        """The actions without a Workload create that went out already and the watch does not show yet (a second
+        create would only be refused as a conflict, one write more for the API server)."""
+        sent = self[actions.job].workload_sent
+        if actions.workload is None or sent is None or tick >= sent.until:
+            return actions
+        if sent.name != str(actions.workload["metadata"]["name"]):
+            return actions
+        return replace(actions, workload=None)
 
     def reports_held(self) -> dict[JobKey, float]:
         return {k: m.report_held_since for k, m in self._jobs.items() if m.report_held_since is not None}
@@ -278,7 +309,7 @@ class Memory:
             self._change(key, failures=0)
             return None
         failures = self[key].failures + 1
-        self._change(key, failures=failures)
+        self._change(key, failures=failures, workload_sent=None)  # the retry makes the Workload if it is missing
         return retry_delay(failures)
 
     def binds(self, key: JobKey, turn: Release, generation: int, pods: Collection[str]) -> None:

@@ -90,9 +90,35 @@ def test_a_job_entering_a_kueue_queue_has_its_workload_made_at_once_and_its_repo
     entering.event("Normal", "WaitingForKueue", "waiting for Kueue to admit Workload trainingjob-1")
     started, due = memory.hold_reports([entering], True, set(), 0.0)
     assert started == [JobActions(PLACED.key, PLACED.uid, workload=workload)] and due == REPORT_DELAY_SECONDS
-    assert memory.hold_reports([entering], False, set(), 1.0) == ([entering], None), "no gang going out: at once"
+    assert Memory().hold_reports([entering], False, set(), 1.0) == ([entering], None), "no gang going out: at once"
     # Anything more than a report beside the Workload (here a stale Workload to delete) goes out whole.
     more = JobActions(PLACED.key, PLACED.uid, status=TrainingJobStatus(), workload=workload)
     more.workload_deletions.append("trainingjob-0")
     assert more.new_workload_only() is None
-    assert memory.hold_reports([more], True, set(), 2.0) == ([more], None)
+    assert Memory().hold_reports([more], True, set(), 2.0) == ([more], None)
+
+
+def test_a_workload_create_that_went_out_is_not_repeated_while_the_watch_lags() -> None:
+    memory = Memory()
+    workload = {"metadata": {"name": "trainingjob-1"}}
+    alone = JobActions(PLACED.key, PLACED.uid, workload=workload)
+    assert memory.hold_reports([alone], False, set(), 0.0) == ([alone], None)
+    # The watch does not show it yet, so the next step asks for it again: only its report goes.
+    report = JobActions(PLACED.key, PLACED.uid, status=TrainingJobStatus(), workload=workload)
+    assert memory.hold_reports([alone, report], False, set(), 1.0) == ([replace(report, workload=None)], None)
+    # A new generation's Workload has another name: made at once.
+    other = JobActions(PLACED.key, PLACED.uid, workload={"metadata": {"name": "trainingjob-2"}})
+    assert memory.hold_reports([other], False, set(), 2.0)[0] == [other]
+    # A watch that never shows it is believed no longer than SHOWN_WITHIN_SECONDS.
+    memory = Memory()
+    memory.hold_reports([alone], False, set(), 0.0)
+    memory.before_pass({PLACED.key: PLACED}, {}, {PLACED.key}, set(), T0, SHOWN_WITHIN_SECONDS - 1)
+    assert memory.hold_reports([alone], False, set(), SHOWN_WITHIN_SECONDS - 1)[0] == []
+    memory.before_pass({PLACED.key: PLACED}, {}, {PLACED.key}, set(), T0, SHOWN_WITHIN_SECONDS + 1)
+    assert memory[PLACED.key].workload_sent is None
+    assert memory.hold_reports([alone], False, set(), SHOWN_WITHIN_SECONDS + 1)[0] == [alone]
+    # A write that failed is retried whole.
+    memory = Memory()
+    memory.hold_reports([alone], False, set(), 0.0)
+    assert memory.written(PLACED.key, PLACED.generation, Written(error="timeout"), 0.5) is not None
+    assert memory.hold_reports([alone], False, set(), 1.0)[0] == [alone]
