@@ -330,7 +330,7 @@ def _kueue(s: _Step, spec: TrainingJobSpec, placement: PlacementStatus | None) -
         assert reading.workload is not None
         where = f"Workload {reading.name} is admitted by ClusterQueue {reading.workload.cluster_queue}"
         if not s.is_true(KUEUE_ADMITTED):
-            s.out.actions.event("Normal", "KueueAdmitted", where)
+            s.out.actions.event("Normal", KUEUE_ADMITTED, where)  # said in the Placed Event if placed at once
         s.condition(KUEUE_ADMITTED, True, "Admitted", where)
         return None
     if reading.admission is Admission.EVICTED or placement is not None:
@@ -731,6 +731,16 @@ def _uuids(s: _Step, worker: WorkerPlacement) -> list[str]:
     return [known.get(g, f"GPU-unknown-{g}") for g in worker.gpus]
 
 
+def _admission_said(actions: JobActions) -> str:
+    """The words of the step's KueueAdmitted Event, taken out of ``actions`` to go in the Placed Event: a job
+    placed as soon as Kueue admits it gets one Event for both (one write less per job)."""
+    said = [e for e in actions.events if e.reason == KUEUE_ADMITTED]
+    if not said:
+        return ""
+    actions.events = [e for e in actions.events if e.reason != KUEUE_ADMITTED]
+    return f" ({said[-1].message})"
+
+
 def settle(
     job: JobFacts,
     out: JobStep,
@@ -778,7 +788,8 @@ def settle(
     s.condition(
         GPUS_AS_PLANNED, None, "AwaitingReport", f"generation {placement.generation} is not yet reported by the probes"
     )
-    out.actions.event("Normal", "Placed", f"generation {placement.generation}: {message}")
+    admitted = _admission_said(out.actions)
+    out.actions.event("Normal", "Placed", f"generation {placement.generation}{admitted}: {message}")
     if not out.old_pods_left:
         _create_gang(s, spec, placement, placement.workers)
     return PlannedGang(job.key, placement.generation, tuple((w.node, tuple(w.gpus)) for w in placement.workers), now)

@@ -185,6 +185,18 @@ def test_an_admitted_job_is_placed_and_its_priority_class_value_goes_into_its_wo
         actions.status is not None
         and next(c for c in actions.status.conditions if c.type == KUEUE_ADMITTED).status == "True"
     )
+    # Admitted and placed in one step: one Event says both.
+    assert [e.reason for e in actions.events] == ["Placed"]
+    assert "admitted by ClusterQueue cq-a" in actions.events[0].message
+
+
+def test_an_admitted_job_that_cannot_be_placed_yet_says_its_admission_in_an_event_of_its_own() -> None:
+    j = queued(gpus=16)
+    view = replace(cluster().node("n1").view(), priority_classes={})
+    actions = actions_of(run([j], under_kueue(view, facts(j, *ADMITTED, admission=True))), "llm")
+    assert not actions.pods
+    assert [e.reason for e in actions.events][:1] == [KUEUE_ADMITTED]
+    assert "admitted by ClusterQueue cq-a" in actions.events[0].message
 
 
 def test_an_evicted_job_is_taken_down_then_its_admission_cleared_without_a_restart() -> None:
