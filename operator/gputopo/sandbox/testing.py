@@ -38,9 +38,13 @@ class SandboxHandle:
         ``AssertionError`` when it has fewer."""
         pods = self.get_json("pods", "-A")["items"]
         busy = {p["spec"].get("nodeName") for p in pods if p["status"].get("phase") in ("Pending", "Running")}
+        sizes = {
+            t["metadata"]["name"]: len((t.get("status") or {}).get("gpus") or [])
+            for t in self.get_json("nodetopology")["items"]
+        }
         found: list[str] = []
         for node in self.nodes:
-            if node not in busy and len(self.get_json("nodetopology", node)["status"].get("gpus") or []) == gpus:
+            if node not in busy and sizes.get(node) == gpus:
                 found.append(node)
                 if len(found) == count:
                     return found
