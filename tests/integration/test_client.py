@@ -180,3 +180,29 @@ def test_the_reflector_lists_in_pages_and_follows_changes(sandbox: SandboxHandle
         await client.close()
 
     asyncio.run(go())
+
+
+def test_open_watches_leave_requests_their_connections(sandbox: SandboxHandle, namespace: str) -> None:
+    """One request at a time and three watches open: a watch holds a connection for its whole life, and the
+    request still goes out at once (it waited for a free connection until its timeout when watches counted)."""
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+
+    async def go() -> None:
+        client = KubeClient(load_configuration(str(sandbox.kubeconfig)), concurrency=1, timeout_seconds=10)
+
+        async def watch() -> None:
+            async for _ in client.watch("watch ConfigMaps", path, {}, read_timeout=60):
+                pass
+
+        watches = [asyncio.create_task(watch()) for _ in range(3)]
+        try:
+            await asyncio.sleep(1.0)  # the watches' connections are open
+            await asyncio.wait_for(client.ensure_config_map(namespace, "beside-watches"), 5)
+        finally:
+            for task in watches:
+                task.cancel()
+            await asyncio.gather(*watches, return_exceptions=True)
+            await client.close()
+
+    asyncio.run(go())
+    assert sandbox.get_json("configmap", "-n", namespace, "beside-watches")["metadata"]["name"] == "beside-watches"

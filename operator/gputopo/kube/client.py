@@ -196,7 +196,11 @@ def resource_path(namespace: str | None, plural: str, name: str | None = None) -
 
 
 class KubeClient:
-    """One aiohttp session (made in the running loop on first use), at most ``concurrency`` requests at once."""
+    """One aiohttp session (made in the running loop on first use), at most ``concurrency`` requests at once.
+
+    Watches are not requests: each holds a connection of its own for its whole life and is not counted, so no
+    number of open watches can leave a request without a connection (the connection pool has no limit; the
+    requests' semaphore is the limit)."""
 
     def __init__(
         self, configuration: k8s.Configuration, concurrency: int = 32, *, timeout_seconds: float = 30.0
@@ -204,7 +208,6 @@ class KubeClient:
         self._configuration = configuration
         self._server = str(configuration.host).rstrip("/")
         self._ssl = _ssl_context(configuration)
-        self._concurrency = concurrency
         self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
         self._session: aiohttp.ClientSession | None = None
         self._limit = asyncio.Semaphore(concurrency)
@@ -216,7 +219,7 @@ class KubeClient:
 
     def _session_now(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(ssl=self._ssl, limit=self._concurrency)
+            connector = aiohttp.TCPConnector(ssl=self._ssl, limit=0)
             self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
         return self._session
 
