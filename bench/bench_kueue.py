@@ -56,7 +56,6 @@ from sandbox_run import (
     training_job_items,
     wait_no_pods,
 )
-from side_costs import Costs
 
 log = logger("bench-kueue")
 
@@ -94,12 +93,6 @@ NOTES = [
 ]
 
 
-def _measured(way: Way, on: TraceRun) -> dict[str, Any]:
-    costs = Costs.read(on.box)
-    result = run_way(way, on, log)
-    return result | costs.since(on.box)
-
-
 def _clear_pods(on: TraceRun, namespace: str) -> None:
     """Every pod of ``namespace`` gone: Kueue's finalizer taken off the pods it manages, and its Workloads."""
     on.box.kubectl("delete", KUEUE_WORKLOADS, "--all", "-n", namespace, "--wait=false", check=False)
@@ -129,7 +122,7 @@ def _operator_side(on: TraceRun, side: str, manifest: dict[str, Any]) -> tuple[d
     with operator_running(on.box, ns, "bench-kueue", log) as operator:
         busbw = lambda: trainingjob_busbw(on.custom, ns)  # noqa: E731
         way = Way(side, ns, manifest, LABEL_JOB, busbw, owner_jobs=True, workloads=side == UNDER_KUEUE)
-        result = _measured(way, on)
+        result = run_way(way, on, log)
         items = training_job_items(on.custom, ns)
         _clear_training_jobs(on, ns)
     return result | operator, items
@@ -144,7 +137,7 @@ def _floor_side(on: TraceRun, placed: list[dict[str, Any]]) -> dict[str, Any]:
     }
     replayer = Replayer(str(on.box.kubeconfig), ns, writes).start()
     try:
-        result = _measured(Way(FLOOR, ns, training_jobs(on.trace, ns), LABEL_JOB, owner_jobs=True), on)
+        result = run_way(Way(FLOOR, ns, training_jobs(on.trace, ns), LABEL_JOB, owner_jobs=True), on, log)
     finally:
         replayer.stop()
     _clear_training_jobs(on, ns)  # no operator holds their finalizers; the sides after this one need the GPUs
@@ -179,7 +172,7 @@ def run_sides(on: TraceRun, sides: list[str], floor_rounds: int = 1) -> dict[str
     for side in sides:
         ns = NAMESPACES[side]
         if side in plain:
-            out[side] = _measured(Way(side, ns, plain[side](ns), BASELINE_LABEL), on)
+            out[side] = run_way(Way(side, ns, plain[side](ns), BASELINE_LABEL), on, log)
             _clear_pods(on, ns)
         elif side == GPUTOPO:
             out[side], placed = _operator_side(on, side, training_jobs(trace, ns))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gang_trace import SIZES, Job
-from reporting import fmt, mean, median, plot_running, stats
+from reporting import cpu_table, fmt, mean, median, plot_running, stats
 
 __all__ = ["GOAL_BUSBW", "GOAL_TIME", "KUBE", "PODGROUP", "TRAININGJOB", "WAYS", "markdown", "plot", "summarise"]
 
@@ -129,7 +129,8 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"`{report['command']}` — {report['machine']}; {report['nodes']} nodes ({report['gpus']} GPUs, "
         f"profile `mixed`), {config['jobs']} jobs (seed {config['seed']}, {config['demand_gpus']} GPUs asked), "
-        f"settled after {config['quiet_s']:.0f} s without a new pod Running (at most {config['deadline_s']:.0f} s). "
+        f"settled after {config['quiet_s']:.0f} s without a new pod Running (at most {config['deadline_s']:.0f} s); "
+        f"the operator's API requests in flight: {config.get('api_concurrency', '-')}. "
         f"Whole run {report['bench_wall_s']:.0f} s.",
         "",
         *_table(report),
@@ -158,6 +159,10 @@ def markdown(report: dict[str, Any]) -> str:
     for size, entry in summary["by_size"].items():
         cells = [f"{fmt(entry[w]['s_p50'])} / {fmt(entry[w]['busbw_mean_gbps'])}" for w in run]
         out.append(f"| {size} | {entry['jobs_running_every_way']} | " + " | ".join(cells) + " |")
+    cpu = {w: report["ways"][w]["cpu_seconds"] for w in run if "cpu_seconds" in report["ways"][w]}
+    if cpu:
+        out += ["", "CPU seconds per component from submission until settled (this sandbox's processes only):", ""]
+        out += cpu_table(cpu)
     out += ["", *report.get("notes", []), ""]
     if report.get("plot"):
         out += [f"![jobs Running over time]({report['plot']})", ""]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gang_trace import SIZES, Job
-from reporting import fmt, mean, median, plot_running, stats
+from reporting import cpu_table, fmt, mean, median, plot_running, stats
 
 __all__ = [
     "FLOOR",
@@ -237,14 +237,7 @@ def _table(report: Mapping[str, Any]) -> list[str]:
 
 def _cpu_table(report: Mapping[str, Any]) -> list[str]:
     sides = report["summary"]["sides"]
-    run = [s for s in SIDES if s in sides]
-    components = sorted(
-        {c for s in run for c in sides[s]["cpu_seconds"]}, key=lambda c: -sides[run[0]]["cpu_seconds"].get(c, 0.0)
-    )
-    lines = ["| component | " + " | ".join(run) + " |", "|---|" + "---:|" * len(run)]
-    for component in components:
-        lines.append(f"| {component} | " + " | ".join(fmt(sides[s]["cpu_seconds"].get(component)) for s in run) + " |")
-    return lines
+    return cpu_table({s: sides[s]["cpu_seconds"] for s in SIDES if s in sides})
 
 
 def markdown(report: Mapping[str, Any]) -> str:

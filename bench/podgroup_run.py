@@ -16,12 +16,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from api_metrics import api_writes
 from gang_trace import BASELINE_LABEL, Job
 from gputopo.api.group import GPU_RESOURCE, LABEL_RANK
 from gputopo.gangs.model import GATE
 from real_gpus import device_plugin_gpus, gang_busbw, pods_by_node, read_cluster, wait_reported
 from sandbox_run import TraceRun, submit_and_settle, training_job_items
+from side_costs import Costs
 from stamps import JobStamps, PodStamps, Stamper
 
 __all__ = [
@@ -153,7 +153,7 @@ class Way:
 def run_way(way: Way, on: TraceRun, log: Callable[[str], None]) -> dict[str, Any]:
     """Submit ``way``'s manifest in one go, wait until it settles; per job its time to Running (every pod
     Running, since submission began and since the job was first seen), the estimated bus bandwidth of the GPUs
-    its pods got, and the GPUs idle in partial gangs."""
+    its pods got, the GPUs idle in partial gangs; the API server's writes and each component's CPU seconds."""
     trace = on.trace
     expected = sum(j.workers for j in trace)
     clock = Stamper(
@@ -161,10 +161,12 @@ def run_way(way: Way, on: TraceRun, log: Callable[[str], None]) -> dict[str, Any
     ).start()
     time.sleep(1.0)  # the watch is open before anything is submitted
     log(f"{way.name}: submitting {len(way.manifest['items'])} objects")
-    writes_before = api_writes(on.box)
+    costs = Costs.read(on.box)
     run = submit_and_settle(on.box, way.manifest, clock.running, expected, on.args)
     end = time.monotonic()
-    writes = api_writes(on.box) - writes_before  # everyone's: the submission, kube-scheduler, kwok, the operator
+    # everyone's writes (the submission, kube-scheduler, kwok, the operator) and every component's CPU seconds,
+    # read while the side's processes still run
+    spent = costs.since(on.box)
     clock.stop()
     stamps, job_stamps = clock.snapshot()
     workloads, admitted = clock.admissions()
@@ -211,7 +213,6 @@ def run_way(way: Way, on: TraceRun, log: Callable[[str], None]) -> dict[str, Any
         "pods_reported_by_probes": reported,
         "pods_gpus_from_lowest_free_indices": fallbacks,
         "placer_vs_recomputed_busbw_max_abs_gbps": max(deltas) if deltas else None,
-        "api_writes_total": sum(writes.values()),
-        "api_writes": dict(writes.most_common()),
+        **spent,
         "jobs": rows,
     }

@@ -85,6 +85,18 @@ def fmt(value: float | None, spec: str = ".1f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def cpu_table(cpu: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """A Markdown table of CPU seconds per component (rows, most used by the first side first) and side
+    (columns, in ``cpu``'s order): ``cpu`` is side -> component -> seconds."""
+    run = list(cpu)
+    components = sorted({c for s in run for c in cpu[s]}, key=lambda c: -cpu[run[0]].get(c, 0.0))
+    lines = ["| component | " + " | ".join(run) + " |", "|---|" + "---:|" * len(run)]
+    for component in components:
+        lines.append(f"| {component} | " + " | ".join(fmt(cpu[s].get(component)) for s in run) + " |")
+    totals = " | ".join(fmt(sum(cpu[s].values())) for s in run)
+    return [*lines, f"| all | {totals} |"]
+
+
 def pyplot() -> Any | None:
     """matplotlib's pyplot on the Agg backend, or ``None`` where matplotlib is not installed (no plot then)."""
     try:
