@@ -19,7 +19,7 @@ on the GPUs each pod got (the fake probes' NodePodGpus report), mean over multi-
 gangs: GPUs of pods bound while their gang is not all Running, integrated over the way's run (GPU-seconds).
 
 Writes bench/reports/gangs.{json,md,png}.
-Run: python bench/bench_gangs.py [--jobs 200 --nodes 256 --seed 7]
+Run: python bench/bench_gangs.py [--jobs 200 --nodes 256 --seed 7 --api-concurrency N]
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any
 
 from gang_trace import BASELINE_LABEL, make_trace, manifest
 from gangs_report import KUBE, PODGROUP, TRAININGJOB, markdown, plot, summarise
+from gputopo.controller.settings import OperatorSettings
 from gputopo.sandbox import Sandbox
 from podgroup_run import PODGROUPS, Way, gang_placement_busbw, podgroup_gangs, run_way, trainingjob_busbw
 from real_gpus import read_cluster, reported_in
@@ -69,7 +70,8 @@ def _clear(on: TraceRun, namespace: str) -> None:
 
 
 def _with_operator(on: TraceRun, way: Way) -> dict[str, Any]:
-    with operator_running(on.box, way.namespace, "bench-gangs", log) as operator:
+    settings = {"GPUTOPO_API_CONCURRENCY": str(on.args.api_concurrency)} if on.args.api_concurrency else None
+    with operator_running(on.box, way.namespace, "bench-gangs", log, settings) as operator:
         result = run_way(way, on, log)
     return result | operator
 
@@ -110,6 +112,12 @@ def run_ways(args: argparse.Namespace, on: TraceRun) -> dict[str, dict[str, Any]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(parser, "bench-gangs")
+    parser.add_argument(
+        "--api-concurrency",
+        type=int,
+        default=None,
+        help="the operator's API requests in flight (GPUTOPO_API_CONCURRENCY; default: the operator's own)",
+    )
     args = parser.parse_args()
 
     trace = make_trace(args.jobs, args.seed)
@@ -124,9 +132,10 @@ def main() -> int:
         ways = run_ways(args, on)
     finally:
         box.down()
+    concurrency = args.api_concurrency or OperatorSettings().api_concurrency
     report: dict[str, Any] = {
         **report_head(["bench/bench_gangs.py", *sys.argv[1:]]),
-        "config": run_config(args, trace),
+        "config": run_config(args, trace) | {"api_concurrency": concurrency},
         "nodes": len(status.nodes),
         "gpus": sum(t.gpu_count for t in capacity.topologies.values()),
         "node_types": dict(Counter(n.rsplit("-", 1)[0] for n in status.nodes)),

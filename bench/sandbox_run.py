@@ -191,11 +191,16 @@ def start_operator(
 
 @contextmanager
 def operator_running(
-    box: Sandbox, namespace: str, identity: str, log: Callable[[str], None]
+    box: Sandbox,
+    namespace: str,
+    identity: str,
+    log: Callable[[str], None],
+    settings: Mapping[str, str] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """The operator (``start_operator``) for the block's length, stopped after it whatever happens. Yields the
-    figures a side reports of it: ``control_loop_up_s`` at once, ``operator_log`` (its problems) once stopped."""
-    pid, loop_s, log_file, offset = start_operator(box, namespace, identity)
+    """The operator (``start_operator``, with ``settings``) for the block's length, stopped after it whatever
+    happens. Yields the figures a side reports of it: ``control_loop_up_s`` at once, ``operator_log`` (its
+    problems) once stopped."""
+    pid, loop_s, log_file, offset = start_operator(box, namespace, identity, settings)
     log(f"operator pid {pid}: control loop up after {loop_s:.1f} s")
     facts: dict[str, Any] = {"control_loop_up_s": loop_s}
     try:
