@@ -25,6 +25,7 @@ Run: python bench/bench_gangs.py [--jobs 200 --nodes 256 --seed 7 --api-concurre
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections import Counter
@@ -32,7 +33,6 @@ from typing import Any
 
 from gang_trace import BASELINE_LABEL, make_trace, manifest
 from gangs_report import KUBE, PODGROUP, TRAININGJOB, markdown, plot, summarise
-from gputopo.controller.settings import OperatorSettings
 from gputopo.sandbox import Sandbox
 from podgroup_run import PODGROUPS, Way, gang_placement_busbw, podgroup_gangs, run_way, trainingjob_busbw
 from real_gpus import read_cluster, reported_in
@@ -132,7 +132,7 @@ def main() -> int:
         ways = run_ways(args, on)
     finally:
         box.down()
-    concurrency = args.api_concurrency or OperatorSettings().api_concurrency
+    concurrency = args.api_concurrency or os.environ.get("GPUTOPO_API_CONCURRENCY") or "the operator's default"
     report: dict[str, Any] = {
         **report_head(["bench/bench_gangs.py", *sys.argv[1:]]),
         "config": run_config(args, trace) | {"api_concurrency": concurrency},
