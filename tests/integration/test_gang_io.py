@@ -7,13 +7,18 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import pytest
 from client_calls import run as run_client
 from stand_in_crds import crd
 
+from gputopo.control.gangactions import ClaimAllocation
+from gputopo.control.gangdra import claim_patches
 from gputopo.controller.gangwatches import GangWatches
+from gputopo.gangs.model import GangId
+from gputopo.gangs.steer import steer_patch
 from gputopo.kube.client import KubeClient, load_configuration
 from gputopo.kube.errors import ApiError
 from gputopo.sandbox.testing import SandboxHandle
@@ -110,6 +115,76 @@ def test_a_gated_pod_is_steered_and_a_stale_patch_changes_nothing(sandbox: Sandb
     assert after["metadata"]["resourceVersion"] == steered["metadata"]["resourceVersion"]
 
     assert run(sandbox, lambda c: c.patch_pod_json(namespace, "no-such-pod", again)) is False
+
+
+def test_a_pod_annotated_meanwhile_keeps_its_annotations_and_a_pod_without_any_gets_them(
+    sandbox: SandboxHandle, namespace: str
+) -> None:
+    """The steering patch of a pod read without annotations adds the whole map: applied to a pod that another
+    controller annotated since, it must fail (the next pass reads the pod again) rather than replace the map."""
+    node = sandbox.nodes[0]
+    gang = GangId(namespace, "podgroup", "annotated")
+    pod = create(sandbox, a_pod("annotated-meanwhile", gates=(GATE,)))
+    assert "annotations" not in pod["metadata"]
+    patch = steer_patch(pod, node, (0, 1), 1, gang)
+    sandbox.kubectl("annotate", "pod", "-n", namespace, "annotated-meanwhile", "example.com/team=vision")
+    assert run(sandbox, lambda c: c.patch_pod_json(namespace, "annotated-meanwhile", patch)) is False
+    after = get_pod(sandbox, "annotated-meanwhile")
+    assert after["metadata"]["annotations"] == {"example.com/team": "vision"}
+    assert after["spec"]["schedulingGates"] == [{"name": GATE}]
+
+    # Read again, the pod is steered and keeps the other controller's annotation.
+    again = steer_patch(after, node, (0, 1), 1, gang)
+    assert run(sandbox, lambda c: c.patch_pod_json(namespace, "annotated-meanwhile", again)) is True
+    steered = get_pod(sandbox, "annotated-meanwhile")
+    assert steered["metadata"]["annotations"]["example.com/team"] == "vision"
+    assert steered["metadata"]["annotations"]["gputopo.io/gpus"] == "0,1"
+
+    # A pod with no annotations at all, unchanged since it was read: steered, the map added whole.
+    bare = create(sandbox, a_pod("never-annotated", gates=(GATE,)))
+    patch = steer_patch(bare, node, (2,), 1, gang)
+    assert run(sandbox, lambda c: c.patch_pod_json(namespace, "never-annotated", patch)) is True
+    assert get_pod(sandbox, "never-annotated")["metadata"]["annotations"]["gputopo.io/gpus"] == "2"
+
+
+def test_a_claim_given_a_finalizer_meanwhile_keeps_it(sandbox: SandboxHandle, namespace: str) -> None:
+    """The claim's first finalizer goes in as a whole list after a test that there is still none: a finalizer
+    another controller put on the claim since it was read fails the patch instead of being replaced."""
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "finalized-meanwhile", "namespace": namespace},
+        "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+    }
+    sandbox.kubectl("delete", "resourceclaim", "-n", namespace, "finalized-meanwhile", "--wait=false", check=False)
+    sandbox.kubectl("create", "-f", "-", input=json.dumps(claim))
+    read = sandbox.get_json("resourceclaim", "-n", namespace, "finalized-meanwhile")
+    assert not read["metadata"].get("finalizers")
+    write = ClaimAllocation("finalized-meanwhile", read["metadata"]["uid"], "p0", {}, finalizers=())
+    finalize = claim_patches(write)[0][1]
+    other = {"metadata": {"finalizers": ["example.com/keep"]}}
+    sandbox.kubectl(
+        "patch", "resourceclaim", "-n", namespace, "finalized-meanwhile", "--type=merge", "-p", json.dumps(other)
+    )
+    assert run(sandbox, lambda c: c.patch_claim_json(namespace, "finalized-meanwhile", finalize)) is False
+    after = sandbox.get_json("resourceclaim", "-n", namespace, "finalized-meanwhile")
+    assert after["metadata"]["finalizers"] == ["example.com/keep"]
+
+    # Read again, the finalizer is appended beside the other one.
+    again = claim_patches(replace(write, finalizers=("example.com/keep",)))[0][1]
+    assert run(sandbox, lambda c: c.patch_claim_json(namespace, "finalized-meanwhile", again)) is True
+    kept = sandbox.get_json("resourceclaim", "-n", namespace, "finalized-meanwhile")["metadata"]["finalizers"]
+    assert kept == ["example.com/keep", "resource.kubernetes.io/delete-protection"]
+    sandbox.kubectl(
+        "patch",
+        "resourceclaim",
+        "-n",
+        namespace,
+        "finalized-meanwhile",
+        "--type=merge",
+        "-p",
+        json.dumps({"metadata": {"finalizers": None}}),
+    )
 
 
 def test_a_bound_pod_refuses_steering_cleanly(sandbox: SandboxHandle, namespace: str) -> None:

@@ -181,19 +181,24 @@ def _allocation(claim: ClaimFacts, results: list[tuple[str, DeviceRef]], node: s
 
 def claim_patches(write: ClaimAllocation) -> list[tuple[bool, list[dict[str, Any]]]]:
     """The JSON patches (RFC 6902) that carry out ``write``, in order, each with whether it goes to the status
-    subresource. Each first tests the claim's uid."""
+    subresource. Each first tests the claim's uid. What is added whole (the finalizers of a claim read without
+    any, the allocation of a claim read unallocated) is added after a test that the path is still absent
+    (``null``), so a finalizer or an allocation another writer put there meanwhile fails the patch instead of
+    being replaced; the next pass reads the claim again."""
     guard = [{"op": "test", "path": "/metadata/uid", "value": write.uid}] if write.uid else []
     out: list[tuple[bool, list[dict[str, Any]]]] = []
     if write.finalizers is not None:
         add: dict[str, Any]
-        listed: list[dict[str, Any]] = []
+        listed: dict[str, Any] = {"op": "test", "path": "/metadata/finalizers", "value": None}
         if write.finalizers:  # appended after a test that the list is still the one read
-            listed = [{"op": "test", "path": "/metadata/finalizers", "value": list(write.finalizers)}]
+            listed = {**listed, "value": list(write.finalizers)}
             add = {"op": "add", "path": "/metadata/finalizers/-", "value": CLAIM_FINALIZER}
         else:
             add = {"op": "add", "path": "/metadata/finalizers", "value": [CLAIM_FINALIZER]}
-        out.append((False, [*guard, *listed, add]))
+        out.append((False, [*guard, listed, add]))
+    unallocated: list[dict[str, Any]] = [{"op": "test", "path": "/status/allocation", "value": None}]
     if write.replace:
         out.append((True, [*guard, {"op": "remove", "path": "/status/allocation"}]))
-    out.append((True, [*guard, {"op": "add", "path": "/status/allocation", "value": write.allocation}]))
+    allocate = {"op": "add", "path": "/status/allocation", "value": write.allocation}
+    out.append((True, [*guard, *unallocated, allocate]))
     return out

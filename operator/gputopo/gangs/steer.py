@@ -10,6 +10,12 @@ So ``metadata.name In [node]`` is appended to the ``matchFields`` of every non-e
 matches no node and stays as it is), or a required affinity of that one term is created. The gate is removed
 by index after a ``test`` of that index, so a concurrent change to the gates fails the patch instead of
 removing another scheduler's gate.
+
+Where the pod as read has no map or list at a path the patch adds to (no annotations at all, no affinity), the
+patch adds it whole, which on a pod changed since would replace what another controller put there: such an add
+follows a ``test`` that the path still holds what was read (``null`` for a path that is absent, which the API
+server's JSON patch takes as passing only while the path is absent). A pod changed meanwhile fails the patch;
+the next pass reads it again.
 """
 
 from __future__ import annotations
@@ -47,30 +53,30 @@ def _gate_ops(pod: Mapping[str, Any]) -> Patch:
     raise NotGatedError(f"the pod has no scheduling gate {GATE}")
 
 
+def _whole(path: str, read: Any, value: Any) -> Patch:
+    """Add ``value`` at ``path`` (replacing what is there) only while the path still holds what was ``read``."""
+    return [{"op": "test", "path": path, "value": read}, {"op": "add", "path": path, "value": value}]
+
+
 def _affinity_ops(pod: Mapping[str, Any], node: str) -> Patch:
     requirement = {"key": "metadata.name", "operator": "In", "values": [node]}
     term = {"matchFields": [requirement]}
     spec = mapping(pod.get("spec"))
-    if "affinity" not in spec or not isinstance(spec.get("affinity"), Mapping):
-        return [
-            {
-                "op": "add",
-                "path": "/spec/affinity",
-                "value": {"nodeAffinity": {_REQUIRED: {"nodeSelectorTerms": [term]}}},
-            }
-        ]
+    if not isinstance(spec.get("affinity"), Mapping):
+        value = {"nodeAffinity": {_REQUIRED: {"nodeSelectorTerms": [term]}}}
+        return _whole("/spec/affinity", spec.get("affinity"), value)
     affinity = mapping(spec["affinity"])
     if not isinstance(affinity.get("nodeAffinity"), Mapping):
         path = _pointer("spec", "affinity", "nodeAffinity")
-        return [{"op": "add", "path": path, "value": {_REQUIRED: {"nodeSelectorTerms": [term]}}}]
+        return _whole(path, affinity.get("nodeAffinity"), {_REQUIRED: {"nodeSelectorTerms": [term]}})
     node_affinity = mapping(affinity["nodeAffinity"])
     if not isinstance(node_affinity.get(_REQUIRED), Mapping):
         path = _pointer("spec", "affinity", "nodeAffinity", _REQUIRED)
-        return [{"op": "add", "path": path, "value": {"nodeSelectorTerms": [term]}}]
+        return _whole(path, node_affinity.get(_REQUIRED), {"nodeSelectorTerms": [term]})
     terms = mapping(node_affinity[_REQUIRED]).get("nodeSelectorTerms")
     if not isinstance(terms, list) or not terms:
         path = _pointer("spec", "affinity", "nodeAffinity", _REQUIRED, "nodeSelectorTerms")
-        return [{"op": "add", "path": path, "value": [term]}]
+        return _whole(path, terms, [term])
     ops: Patch = []
     for i, raw in enumerate(terms):
         existing = mapping(raw)
@@ -88,7 +94,7 @@ def _affinity_ops(pod: Mapping[str, Any], node: str) -> Patch:
 def _annotation_ops(pod: Mapping[str, Any], values: Mapping[str, str]) -> Patch:
     annotations = mapping(pod.get("metadata")).get("annotations")
     if not isinstance(annotations, Mapping):
-        return [{"op": "add", "path": "/metadata/annotations", "value": dict(values)}]
+        return _whole("/metadata/annotations", annotations, dict(values))
     return [{"op": "add", "path": _pointer("metadata", "annotations", k), "value": v} for k, v in values.items()]
 
 

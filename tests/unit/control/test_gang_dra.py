@@ -238,6 +238,7 @@ def test_the_patches_add_the_finalizer_clear_an_earlier_plan_then_write_the_allo
     write = ClaimAllocation("c", "uid-c", "p0", {"devices": {}}, finalizers=("other.io/keep",), replace=True)
     patches = claim_patches(write)
     guard = {"op": "test", "path": "/metadata/uid", "value": "uid-c"}
+    absent_allocation = {"op": "test", "path": "/status/allocation", "value": None}  # none made meanwhile
     assert patches == [
         (
             False,
@@ -248,12 +249,20 @@ def test_the_patches_add_the_finalizer_clear_an_earlier_plan_then_write_the_allo
             ],
         ),
         (True, [guard, {"op": "remove", "path": "/status/allocation"}]),
-        (True, [guard, {"op": "add", "path": "/status/allocation", "value": {"devices": {}}}]),
+        (True, [guard, absent_allocation, {"op": "add", "path": "/status/allocation", "value": {"devices": {}}}]),
     ]
     fresh = claim_patches(replace(write, finalizers=(), replace=False))
     assert fresh[0] == (
         False,
-        [guard, {"op": "add", "path": "/metadata/finalizers", "value": ["resource.kubernetes.io/delete-protection"]}],
+        [
+            guard,
+            {"op": "test", "path": "/metadata/finalizers", "value": None},  # none put there since it was read
+            {"op": "add", "path": "/metadata/finalizers", "value": ["resource.kubernetes.io/delete-protection"]},
+        ],
+    )
+    assert fresh[1] == (
+        True,
+        [guard, absent_allocation, {"op": "add", "path": "/status/allocation", "value": {"devices": {}}}],
     )
     protected = claim_patches(replace(write, finalizers=None, replace=False))
     assert [status for status, _ in protected] == [True]

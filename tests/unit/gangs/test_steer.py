@@ -1,5 +1,6 @@
-"""steer_patch applies (jsonpatch) and gives a pod the API server accepts while gated: its required node
-affinity only grows (the rules of k8s v1.37.2 validateNodeAffinityMutation, mirrored below)."""
+"""steer_patch applies (jsonpatch, with the API server's reading of a ``test`` of ``null``) and gives a pod the API
+server accepts while gated: its required node affinity only grows (the rules of k8s v1.37.2
+validateNodeAffinityMutation, mirrored below); a map it adds whole is not added over one put there meanwhile."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import copy
 from typing import Any
 
 import jsonpatch
+import jsonpointer
 import pytest
 from gang_builders import pod
 
@@ -41,8 +43,24 @@ def only_additions(old: dict[str, Any], new: dict[str, Any]) -> bool:
     return True
 
 
+_ABSENT = object()
+
+
+def apply_as_the_api_server(doc: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str, Any]:
+    """``jsonpatch`` as the API server applies a JSON patch: a ``test`` of ``null`` passes while its path is absent
+    and fails once anything is there (tests/integration/test_gang_io.py shows it on the real server); jsonpatch
+    itself fails such a test on an absent path."""
+    out = copy.deepcopy(doc)
+    for op in patch:
+        absent = jsonpointer.resolve_pointer(out, op["path"], _ABSENT) is _ABSENT
+        if op["op"] == "test" and op.get("value") is None and absent:
+            continue
+        out = jsonpatch.apply_patch(out, [op])
+    return out
+
+
 def _apply(p: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str, Any]:
-    new: dict[str, Any] = jsonpatch.apply_patch(copy.deepcopy(p), patch)
+    new = apply_as_the_api_server(p, patch)
     assert only_additions(p, new)
     return new
 
@@ -112,12 +130,31 @@ def test_a_concurrent_gate_change_fails_the_patch_instead_of_removing_another_ga
     raced = copy.deepcopy(before)
     raced["spec"]["schedulingGates"] = [{"name": GATE}]  # Kueue lifted its gate meanwhile: indices moved
     with pytest.raises(jsonpatch.JsonPatchTestFailed):
-        jsonpatch.apply_patch(raced, patch)
+        apply_as_the_api_server(raced, patch)
+
+
+def test_annotations_put_on_the_pod_since_it_was_read_fail_the_patch_instead_of_being_replaced() -> None:
+    before = pod("p").gpus(8).build()
+    del before["metadata"]["annotations"]
+    patch = steer_patch(before, "gpu-7", (4,), 1, GANG)
+    raced = copy.deepcopy(before)
+    raced["metadata"]["annotations"] = {"example.com/team": "vision"}
+    with pytest.raises(jsonpatch.JsonPatchTestFailed):
+        apply_as_the_api_server(raced, patch)
+
+
+def test_an_affinity_put_on_the_pod_since_it_was_read_fails_the_patch_instead_of_being_replaced() -> None:
+    before = pod("p").gpus(8).build()
+    patch = steer_patch(before, "gpu-7", (4,), 1, GANG)
+    raced = copy.deepcopy(before)
+    raced["spec"]["affinity"] = {"podAntiAffinity": {}}
+    with pytest.raises(jsonpatch.JsonPatchTestFailed):
+        apply_as_the_api_server(raced, patch)
 
 
 def test_release_only_lifts_the_gate() -> None:
     before = pod("launcher").gates(GATE, "b").build()
-    after = jsonpatch.apply_patch(before, release_patch(before))
+    after = apply_as_the_api_server(before, release_patch(before))
     assert after["spec"]["schedulingGates"] == [{"name": "b"}]
     assert "affinity" not in after["spec"]
     assert after["metadata"]["annotations"] == {}
