@@ -35,6 +35,7 @@ from typing import Any
 
 from gputopo.control.dra import CLAIM_FINALIZER, DEVICE_CLASS, ClaimFacts, DeviceRef, DraView
 from gputopo.control.gangactions import ClaimAllocation
+from gputopo.gangs.steer import add_whole
 
 __all__ = ["Pinned", "Unpinned", "Waiting", "claim_patches", "node_selector", "pin_claims"]
 
@@ -188,17 +189,14 @@ def claim_patches(write: ClaimAllocation) -> list[tuple[bool, list[dict[str, Any
     guard = [{"op": "test", "path": "/metadata/uid", "value": write.uid}] if write.uid else []
     out: list[tuple[bool, list[dict[str, Any]]]] = []
     if write.finalizers is not None:
-        add: dict[str, Any]
-        listed: dict[str, Any] = {"op": "test", "path": "/metadata/finalizers", "value": None}
+        finalize = add_whole("/metadata/finalizers", None, [CLAIM_FINALIZER])
         if write.finalizers:  # appended after a test that the list is still the one read
-            listed = {**listed, "value": list(write.finalizers)}
-            add = {"op": "add", "path": "/metadata/finalizers/-", "value": CLAIM_FINALIZER}
-        else:
-            add = {"op": "add", "path": "/metadata/finalizers", "value": [CLAIM_FINALIZER]}
-        out.append((False, [*guard, listed, add]))
-    unallocated: list[dict[str, Any]] = [{"op": "test", "path": "/status/allocation", "value": None}]
+            finalize = [
+                {"op": "test", "path": "/metadata/finalizers", "value": list(write.finalizers)},
+                {"op": "add", "path": "/metadata/finalizers/-", "value": CLAIM_FINALIZER},
+            ]
+        out.append((False, [*guard, *finalize]))
     if write.replace:
         out.append((True, [*guard, {"op": "remove", "path": "/status/allocation"}]))
-    allocate = {"op": "add", "path": "/status/allocation", "value": write.allocation}
-    out.append((True, [*guard, *unallocated, allocate]))
+    out.append((True, [*guard, *add_whole("/status/allocation", None, write.allocation)]))
     return out

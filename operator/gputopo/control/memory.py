@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from functools import partial
 from typing import Protocol
 
 from gputopo.control.actions import JobActions
@@ -258,7 +257,7 @@ class Memory:
         does not show it yet (``WorkloadSent``)."""
         start = []
         acting = set()
-        for job in map(partial(self._unsent, tick=tick), actions):
+        for job in (self._unsent(a, tick) for a in actions):
             if not job:
                 continue
             acting.add(job.job)

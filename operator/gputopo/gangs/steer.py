@@ -29,7 +29,7 @@ from gputopo.gangs.annotations import ANNOTATION_GANG
 from gputopo.gangs.claims import mapping
 from gputopo.gangs.model import GATE, GangId
 
-__all__ = ["NotGatedError", "release_patch", "steer_patch"]
+__all__ = ["NotGatedError", "add_whole", "release_patch", "steer_patch"]
 
 Patch = list[dict[str, Any]]
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -53,8 +53,9 @@ def _gate_ops(pod: Mapping[str, Any]) -> Patch:
     raise NotGatedError(f"the pod has no scheduling gate {GATE}")
 
 
-def _whole(path: str, read: Any, value: Any) -> Patch:
-    """Add ``value`` at ``path`` (replacing what is there) only while the path still holds what was ``read``."""
+def add_whole(path: str, read: Any, value: Any) -> Patch:
+    """Add ``value`` at ``path`` (replacing what is there) only while the path still holds what was ``read``
+    (``None``: while it is absent)."""
     return [{"op": "test", "path": path, "value": read}, {"op": "add", "path": path, "value": value}]
 
 
@@ -64,19 +65,19 @@ def _affinity_ops(pod: Mapping[str, Any], node: str) -> Patch:
     spec = mapping(pod.get("spec"))
     if not isinstance(spec.get("affinity"), Mapping):
         value = {"nodeAffinity": {_REQUIRED: {"nodeSelectorTerms": [term]}}}
-        return _whole("/spec/affinity", spec.get("affinity"), value)
+        return add_whole("/spec/affinity", spec.get("affinity"), value)
     affinity = mapping(spec["affinity"])
     if not isinstance(affinity.get("nodeAffinity"), Mapping):
         path = _pointer("spec", "affinity", "nodeAffinity")
-        return _whole(path, affinity.get("nodeAffinity"), {_REQUIRED: {"nodeSelectorTerms": [term]}})
+        return add_whole(path, affinity.get("nodeAffinity"), {_REQUIRED: {"nodeSelectorTerms": [term]}})
     node_affinity = mapping(affinity["nodeAffinity"])
     if not isinstance(node_affinity.get(_REQUIRED), Mapping):
         path = _pointer("spec", "affinity", "nodeAffinity", _REQUIRED)
-        return _whole(path, node_affinity.get(_REQUIRED), {"nodeSelectorTerms": [term]})
+        return add_whole(path, node_affinity.get(_REQUIRED), {"nodeSelectorTerms": [term]})
     terms = mapping(node_affinity[_REQUIRED]).get("nodeSelectorTerms")
     if not isinstance(terms, list) or not terms:
         path = _pointer("spec", "affinity", "nodeAffinity", _REQUIRED, "nodeSelectorTerms")
-        return _whole(path, terms, [term])
+        return add_whole(path, terms, [term])
     ops: Patch = []
     for i, raw in enumerate(terms):
         existing = mapping(raw)
@@ -94,7 +95,7 @@ def _affinity_ops(pod: Mapping[str, Any], node: str) -> Patch:
 def _annotation_ops(pod: Mapping[str, Any], values: Mapping[str, str]) -> Patch:
     annotations = mapping(pod.get("metadata")).get("annotations")
     if not isinstance(annotations, Mapping):
-        return _whole("/metadata/annotations", annotations, dict(values))
+        return add_whole("/metadata/annotations", annotations, dict(values))
     return [{"op": "add", "path": _pointer("metadata", "annotations", k), "value": v} for k, v in values.items()]
 
 
