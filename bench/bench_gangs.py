@@ -10,6 +10,11 @@ one ``kubectl create`` into a namespace of its own:
   and the nodes' ``nvidia.com/gpu`` is all it counts;
 * ``gputopo PodGroup``: the same PodGroups and pods, each pod carrying gputopo's gate ``gputopo.io/placement``
   as the chart's admission policy would add it; the operator plans each gang, pins its pods and lifts the gate;
+* ``floor: minimal`` and ``floor: pinned`` (``podgroup_floor.py``): the same gated PodGroups and pods with no
+  operator; a client that decides nothing steers each gang with the operator's own patches, to the nodes and GPUs
+  the operator planned in the PodGroup way (``minimal`` also writes each gang's GangPlacement once it runs,
+  ``pinned`` no record): what the steering writes alone take here, the floor under any placer that steers
+  kube-scheduler through the API;
 * ``gputopo TrainingJob``: the trace as TrainingJobs, what ``bench_operator.py`` measures.
 
 The pods are bare pods of hand-made PodGroups, not Indexed Jobs: the sandbox's kwok completes a Job's pods as
@@ -19,7 +24,7 @@ on the GPUs each pod got (the fake probes' NodePodGpus report), mean over multi-
 gangs: GPUs of pods bound while their gang is not all Running, integrated over the way's run (GPU-seconds).
 
 Writes bench/reports/gangs.{json,md,png}.
-Run: python bench/bench_gangs.py [--jobs 200 --nodes 256 --seed 7 --api-concurrency N]
+Run: python bench/bench_gangs.py [--jobs 200 --nodes 256 --seed 7 --api-concurrency N --ways kube,podgroup,...]
 """
 
 from __future__ import annotations
@@ -29,11 +34,14 @@ import os
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
+from floor import Replayer
 from gang_trace import BASELINE_LABEL, make_trace, manifest
-from gangs_report import KUBE, PODGROUP, TRAININGJOB, markdown, plot, summarise
+from gangs_report import FLOORS, KUBE, PODGROUP, TRAININGJOB, WAYS, markdown, plot, summarise
 from gputopo.sandbox import Sandbox
+from podgroup_floor import steer_writes
 from podgroup_run import PODGROUPS, Way, gang_placement_busbw, podgroup_gangs, run_way, trainingjob_busbw
 from real_gpus import read_cluster, reported_in
 from reporting import report_head, write_plotted_report
@@ -41,7 +49,12 @@ from sandbox_run import TraceRun, add_run_arguments, logger, operator_running, r
 
 log = logger("bench-gangs")
 
-NAMESPACES = {KUBE: "bench-gang-kube", PODGROUP: "bench-gang-podgroup", TRAININGJOB: "bench-gang-trainingjob"}
+NAMESPACES = {
+    KUBE: "bench-gang-kube",
+    PODGROUP: "bench-gang-podgroup",
+    **{way: f"bench-gang-floor-{FLOORS[way]}" for way in FLOORS},
+    TRAININGJOB: "bench-gang-trainingjob",
+}
 
 NOTES = [
     "Time to Running: from submission, seconds from the start of the way's one `kubectl create` (which itself "
@@ -76,37 +89,60 @@ def _with_operator(on: TraceRun, way: Way) -> dict[str, Any]:
     return result | operator
 
 
+def _floor(on: TraceRun, way: str, placed: list[dict[str, Any]]) -> dict[str, Any]:
+    """A floor way: the gated PodGroups submitted with no operator, steered by the floor client to the PodGroup
+    way's plans (``placed``: its GangPlacements as they ended)."""
+    ns = NAMESPACES[way]
+    writes = {gang.gang: gang for item in placed if (gang := steer_writes(FLOORS[way], ns, item))}
+    script = str(Path(__file__).with_name("podgroup_floor.py"))
+    replayer = Replayer(str(on.box.kubeconfig), ns, writes, script=script).start()
+    try:
+        result = run_way(Way(way, ns, podgroup_gangs(on.trace, ns, gated=True), BASELINE_LABEL), on, log)
+    finally:
+        replayer.stop()
+    _clear(on, ns)
+    return result | {"replay_errors": replayer.errors[:20], "jobs_replayed": len(writes)}
+
+
 def run_ways(args: argparse.Namespace, on: TraceRun) -> dict[str, dict[str, Any]]:
     trace, custom = on.trace, on.custom
     for namespace in NAMESPACES.values():
         on.box.kubectl("create", "namespace", namespace, check=False)
     ways: dict[str, dict[str, Any]] = {}
-
-    ns = NAMESPACES[KUBE]
-    ways[KUBE] = run_way(Way(KUBE, ns, podgroup_gangs(trace, ns, gated=False), BASELINE_LABEL), on, log)
-    _clear(on, ns)
-
-    ns = NAMESPACES[PODGROUP]
-    gated = podgroup_gangs(trace, ns, gated=True)
-    ways[PODGROUP] = _with_operator(
-        on, Way(PODGROUP, ns, gated, BASELINE_LABEL, lambda: gang_placement_busbw(custom, NAMESPACES[PODGROUP]))
-    )
-    _clear(on, ns)
-
-    ns = NAMESPACES[TRAININGJOB]
-    jobs, selector = manifest(trace, ns, operator=True)
-    ways[TRAININGJOB] = _with_operator(
-        on,
-        Way(
-            TRAININGJOB,
-            ns,
-            jobs,
-            selector,
-            lambda: trainingjob_busbw(custom, NAMESPACES[TRAININGJOB]),
-            owner_jobs=True,
-        ),
-    )
+    placed: list[dict[str, Any]] = []
+    for name in args.ways:
+        ns = NAMESPACES[name]
+        if name == KUBE:
+            ways[name] = run_way(Way(name, ns, podgroup_gangs(trace, ns, gated=False), BASELINE_LABEL), on, log)
+            _clear(on, ns)
+        elif name == PODGROUP:
+            gated = podgroup_gangs(trace, ns, gated=True)
+            busbw = lambda: gang_placement_busbw(custom, NAMESPACES[PODGROUP])  # noqa: E731
+            ways[name] = _with_operator(on, Way(name, ns, gated, BASELINE_LABEL, busbw))
+            placed = custom.list_namespaced_custom_object("gputopo.io", "v1alpha1", ns, "gangplacements")["items"]
+            _clear(on, ns)
+        elif name in FLOORS:
+            ways[name] = _floor(on, name, placed)
+        else:
+            jobs, selector = manifest(trace, ns, operator=True)
+            busbw = lambda: trainingjob_busbw(custom, NAMESPACES[TRAININGJOB])  # noqa: E731
+            ways[name] = _with_operator(on, Way(name, ns, jobs, selector, busbw, owner_jobs=True))
     return ways
+
+
+WAY_KEYS = {"kube": KUBE, "podgroup": PODGROUP, **{key: way for way, key in FLOORS.items()}, "trainingjob": TRAININGJOB}
+
+
+def _ways(text: str) -> list[str]:
+    """The ways named by their keys (run in the report's order); a floor way needs the PodGroup way."""
+    keys = {w.strip() for w in text.split(",") if w.strip()}
+    unknown = sorted(keys - set(WAY_KEYS))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown ways: {', '.join(unknown)} (known: {', '.join(WAY_KEYS)})")
+    names = {WAY_KEYS[k] for k in keys}
+    if names & set(FLOORS) and PODGROUP not in names:
+        raise argparse.ArgumentTypeError("the floor ways steer to the plans of the podgroup way: name it too")
+    return [w for w in WAYS if w in names]
 
 
 def main() -> int:
@@ -117,6 +153,12 @@ def main() -> int:
         type=int,
         default=None,
         help="the operator's API requests in flight (GPUTOPO_API_CONCURRENCY; default: the operator's own)",
+    )
+    parser.add_argument(
+        "--ways",
+        type=_ways,
+        default=list(WAYS),
+        help=f"comma-separated ways to run (default all: {','.join(WAY_KEYS)})",
     )
     args = parser.parse_args()
 

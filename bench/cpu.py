@@ -2,8 +2,9 @@
 
 A side of a benchmark reads the counters before and after; the difference per component says which one the
 run was waiting on (the API server, etcd, kube-scheduler, the operator, the fake probes, kwok, Kueue's manager,
-the floor client of ``bench_allocation.py``, this process). Other sandboxes may run on the same machine: with
-``within`` (a sandbox's directory) a process counts only where its command line or its ``KUBECONFIG`` names it.
+the floor clients of ``bench_allocation.py`` and ``bench_gangs.py``, this process). Other sandboxes may run on
+the same machine: with ``within`` (a sandbox's directory) a process counts only where its command line or its
+``KUBECONFIG`` names it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ COMPONENTS = (
     ("operator", "gputopo.controller.main"),
     ("probes", "gputopo_probe"),
     ("floor client", "bench/floor.py"),
+    ("floor client", "bench/podgroup_floor.py"),
     ("kueue", "/bin/kueue "),
 )
 _TICKS = os.sysconf("SC_CLK_TCK")

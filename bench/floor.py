@@ -30,10 +30,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gputopo.api.group import GROUP, LABEL_JOB, VERSION
 from gputopo.api.trainingjob import JobPhase, PlacementStatus, TrainingJobSpec, TrainingJobStatus
@@ -105,15 +105,22 @@ def _owned(body: dict[str, Any], uid: str) -> dict[str, Any]:
     return owned
 
 
+class Writes(Protocol):
+    """One gang's writes as a floor client's process reads them from its file."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
 @dataclass
 class Replayer:
-    """Makes each job's ``GangWrites`` once its TrainingJob is seen, from a process of its own (``python
-    bench/floor.py``), so that neither it nor the benchmark's own watches wait for the other's share of the
-    interpreter, and its CPU is counted apart (component ``floor client``)."""
+    """Makes each job's writes once it is seen, from a process of its own (``python bench/floor.py`` for
+    TrainingJobs' ``GangWrites``, ``script`` for another kind's), so that neither it nor the benchmark's own watches
+    wait for the other's share of the interpreter, and its CPU is counted apart (component ``floor client``)."""
 
     kubeconfig: str
     namespace: str
-    writes: Mapping[str, GangWrites]
+    writes: Mapping[str, Writes]
+    script: str = __file__
     errors: list[str] = field(default_factory=list)
     _process: subprocess.Popen[str] | None = None
     _file: Path | None = None
@@ -122,7 +129,7 @@ class Replayer:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as out:
             json.dump({name: gang.to_json() for name, gang in self.writes.items()}, out)
         self._file = Path(out.name)
-        argv = [sys.executable, __file__, self.kubeconfig, self.namespace, str(self._file)]
+        argv = [sys.executable, self.script, self.kubeconfig, self.namespace, str(self._file)]
         process = self._process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         ready: list[str] = []
         stdout = process.stdout
@@ -243,14 +250,16 @@ async def replay(
     return errors
 
 
-def main(argv: Sequence[str]) -> int:
+def serve(argv: Sequence[str], client: Callable[..., Awaitable[list[str]]], decode: Callable[[Any], Writes]) -> int:
+    """A floor client's process: ``client(kubeconfig, namespace, writes, stop, ready)`` over the writes of the file
+    ``argv`` names, until SIGTERM; "ready" once its watches are open, then the errors it met (a JSON list)."""
     kubeconfig, namespace, path = argv
-    writes = {name: GangWrites.from_json(gang) for name, gang in json.loads(Path(path).read_text()).items()}
+    writes = {name: decode(gang) for name, gang in json.loads(Path(path).read_text()).items()}
 
     async def run() -> list[str]:
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-        return await replay(kubeconfig, namespace, writes, stop, lambda: print("ready", flush=True))
+        return await client(kubeconfig, namespace, writes, stop, lambda: print("ready", flush=True))
 
     errors = asyncio.run(run())
     print(json.dumps(errors), flush=True)
@@ -258,4 +267,4 @@ def main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(serve(sys.argv[1:], replay, GangWrites.from_json))

@@ -11,13 +11,29 @@ from typing import Any
 from gang_trace import SIZES, Job
 from reporting import cpu_table, fmt, mean, median, plot_running, stats
 
-__all__ = ["GOAL_BUSBW", "GOAL_TIME", "KUBE", "PODGROUP", "TRAININGJOB", "WAYS", "markdown", "plot", "summarise"]
+__all__ = [
+    "FLOORS",
+    "GOAL_BUSBW",
+    "GOAL_TIME",
+    "KUBE",
+    "MINIMAL",
+    "PINNED",
+    "PODGROUP",
+    "TRAININGJOB",
+    "WAYS",
+    "markdown",
+    "plot",
+    "summarise",
+]
 
 KUBE = "kube-scheduler gang"
 PODGROUP = "gputopo PodGroup"
+MINIMAL = "floor: minimal"
+PINNED = "floor: pinned"
 TRAININGJOB = "gputopo TrainingJob"
-WAYS = (KUBE, PODGROUP, TRAININGJOB)
-COLOURS = {KUBE: "tab:orange", PODGROUP: "tab:blue", TRAININGJOB: "tab:green"}
+FLOORS = {MINIMAL: "minimal", PINNED: "pinned"}  # way -> podgroup_floor's name for it
+WAYS = (KUBE, PODGROUP, MINIMAL, PINNED, TRAININGJOB)
+COLOURS = {KUBE: "tab:orange", PODGROUP: "tab:blue", MINIMAL: "tab:gray", PINNED: "tab:olive", TRAININGJOB: "tab:green"}
 GOAL_TIME = 1.3  # gputopo's PodGroup way at most this many times kube-scheduler's time ...
 GOAL_BUSBW = 1.4  # ... and at least this many times its mean bus bandwidth on multi-GPU jobs
 
@@ -64,7 +80,7 @@ def summarise(ways: Mapping[str, dict[str, Any]], trace: Sequence[Job]) -> dict[
             }
         by_size[f"{shape[0]}x{shape[1]}"] = entry
     summary["by_size"] = by_size
-    for ours in (PODGROUP, TRAININGJOB):
+    for ours in (PODGROUP, MINIMAL, PINNED, TRAININGJOB):
         if ours not in summary or KUBE not in summary:
             continue
         a, k = summary[ours], summary[KUBE]
@@ -86,6 +102,19 @@ def summarise(ways: Mapping[str, dict[str, Any]], trace: Sequence[Job]) -> dict[
             "time_met": all(t is not None and t <= GOAL_TIME for t in times),
             "busbw_met": ratios["common_busbw_mean"] is not None and ratios["common_busbw_mean"] >= GOAL_BUSBW,
         }
+    for floor in FLOORS:
+        r = summary.get(f"{floor} / {KUBE}")
+        if r is not None:
+            # no placer that steers through the API can be faster than a client that only makes its writes
+            within = all(t is not None and t <= GOAL_TIME for t in (r["time_p50"], r["time_p90"], r["makespan"]))
+            summary.setdefault("floor_within_time_goal", {})[floor] = within
+        if PODGROUP in summary and floor in summary:
+            a, f = summary[PODGROUP], summary[floor]
+            summary[f"{PODGROUP} / {floor}"] = {
+                "time_p50": _ratio(a["time_to_running_s"]["p50"], f["time_to_running_s"]["p50"]),
+                "time_p90": _ratio(a["time_to_running_s"]["p90"], f["time_to_running_s"]["p90"]),
+                "makespan": _ratio(a["makespan_s"], f["makespan_s"]),
+            }
     return summary
 
 
@@ -136,7 +165,7 @@ def markdown(report: dict[str, Any]) -> str:
         *_table(report),
         "",
     ]
-    for ours in (PODGROUP, TRAININGJOB):
+    for ours in (PODGROUP, MINIMAL, PINNED, TRAININGJOB):
         ratios = summary.get(f"{ours} / {KUBE}")
         if ratios:
             out.append(
@@ -153,6 +182,24 @@ def markdown(report: dict[str, Any]) -> str:
             "",
             f"**Goal.** {goal['time']}: {'met' if goal['time_met'] else 'missed'}. "
             f"{goal['busbw'][0].upper() + goal['busbw'][1:]}: {'met' if goal['busbw_met'] else 'missed'}.",
+        ]
+    floors = summary.get("floor_within_time_goal") or {}
+    if floors:
+        said = [
+            f"`{floor}` {'within' if within else 'beyond'} {GOAL_TIME}x kube-scheduler's time"
+            + (
+                f" (the PodGroup way takes p50 {fmt(r['time_p50'], '.2f')}x, p90 {fmt(r['time_p90'], '.2f')}x, "
+                f"makespan {fmt(r['makespan'], '.2f')}x of it)"
+                if (r := summary.get(f"{PODGROUP} / {floor}"))
+                else ""
+            )
+            for floor, within in floors.items()
+        ]
+        out += [
+            "",
+            "**The floor.** A client that decides nothing and only steers each gang to the PodGroup way's plans, with "
+            "the operator's own patches (no operator running): " + "; ".join(said) + ". No placer that steers "
+            "kube-scheduler through the API can be faster than a client that only makes its writes.",
         ]
     out += ["", "By job size (jobs Running every way): p50 time to Running (s) / mean bus bandwidth (GB/s)", ""]
     out += ["| size | jobs | " + " | ".join(run) + " |", "|---|---:|" + "---:|" * len(run)]
