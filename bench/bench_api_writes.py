@@ -8,7 +8,10 @@ are divided by that count:
   server-side apply (the probe's way) and by JSON merge patch; and one that changes only ``observedAt``;
 * a NodePodGpus status as a probe publishes it (four pods), by server-side apply;
 * a TrainingJob status (a phase and a message), and a TrainingJob created;
-* a pod created, and a pod's labels patched.
+* a GangPlacement created (the record of a gang gputopo does not own), and its status with a two-rank plan (the
+  operator's whole status, as it writes it for a 2x8 gang);
+* a pod created, a pod's labels patched, and a gated pod steered (the operator's JSON patch: its node in a
+  required affinity, its GPUs in annotations, gputopo's gate lifted).
 
 The figures say which writes of a burst weigh: the probes' NodeTopology writes cost several times a pod's,
 which is why the pods on a node's GPUs are a small NodePodGpus of their own, written once per new pod, a second
@@ -31,6 +34,8 @@ from typing import Any
 from kubernetes import client, config
 
 from gputopo.api.group import GROUP, VERSION
+from gputopo.gangs.model import GATE, GangId
+from gputopo.gangs.steer import steer_patch
 from gputopo.sandbox import Sandbox
 from gputopo.topology.catalog import load_node_type
 from gputopo.topology.convert import to_status
@@ -98,6 +103,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             container = {"name": "trainer", "image": "pytorch", "resources": {"limits": limits}}
             return {"metadata": {"name": f"p{i}"}, "spec": {"containers": [container], "nodeName": "nowhere"}}
 
+        gated = []
+        for i in range(args.writes + 1):  # made before the steering is measured
+            body = pod(i)
+            body["metadata"]["name"] = f"g{i}"
+            del body["spec"]["nodeName"]
+            body["spec"]["schedulingGates"] = [{"name": GATE}]
+            gated.append(core.api_client.sanitize_for_serialization(core.create_namespaced_pod(NS, body)))
+        gang = GangId(NS, "podgroup", "gang")
+
+        def record(i: int) -> dict[str, Any]:
+            meta = {"name": f"podgroup-gang-{i}", "namespace": NS}
+            return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "GangPlacement", "metadata": meta,
+                    "spec": {"source": "podgroup", "gang": f"gang-{i}", "size": 2}}  # fmt: skip
+
+        custom.create_namespaced_custom_object(GROUP, VERSION, NS, "gangplacements", record(-1))
+        ranks = [{"rank": r, "node": f"hgx-h100-{r}", "gpus": list(range(8)), "pod": f"gang-{r}"} for r in range(2)]
+        plan = {
+            "phase": "Planned", "generation": 1, "ranks": ranks, "nodes": ["hgx-h100-0", "hgx-h100-1"],
+            "nodeCount": 2, "gpuCount": 16, "estimatedBusBandwidthGBps": 179.5,
+            "bottleneck": "inter-node: 8 x 400 Gb/s NICs per node", "tier": 0, "missingRanks": [], "restarts": 0,
+            "plannedAt": "2026-01-01T00:00:00+00:00",
+        }  # fmt: skip
+
         kinds: dict[str, Callable[[int], Any]] = {
             "NodeTopology status, server-side apply (8 kB)": lambda i: custom.patch_cluster_custom_object_status(
                 GROUP, VERSION, "nodetopologies", applied,
@@ -124,9 +152,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "TrainingJob created": lambda i: custom.create_namespaced_custom_object(
                 GROUP, VERSION, NS, "trainingjobs", {**job, "metadata": {"name": f"job-{i}", "namespace": NS}}
             ),
+            "GangPlacement created": lambda i: custom.create_namespaced_custom_object(
+                GROUP, VERSION, NS, "gangplacements", record(i)
+            ),
+            "GangPlacement status, merge patch (a 2-rank plan)": lambda i: custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, NS, "gangplacements", "podgroup-gang--1", {"status": {**plan, "message": f"m{i}"}},
+                _content_type="application/merge-patch+json",
+            ),
             "pod created": lambda i: core.create_namespaced_pod(NS, pod(i)),
             "pod labels patched": lambda i: core.patch_namespaced_pod(
                 f"p{i}", NS, {"metadata": {"labels": {"seen": "yes"}}}
+            ),
+            "gated pod steered (JSON patch)": lambda i: core.patch_namespaced_pod(  # a list: a JSON patch
+                f"g{i}", NS, steer_patch(gated[i], f"node-{i % 2}", (i % 8,), 1, gang)
             ),
         }  # fmt: skip
         return {kind: measure(apiserver, args.writes, write) for kind, write in kinds.items()}
