@@ -13,7 +13,10 @@ flavor without a topology ``gputopo``, each ClusterQueue's quota the sandbox's G
 * ``gputopo under Kueue``: the same TrainingJobs labelled for the LocalQueue of the flavor without a topology:
   gputopo makes a Kueue Workload of each and places it once Kueue admits it;
 * ``minimal``: no operator; the floor client of ``floor.py`` makes, for each TrainingJob as it is seen, the
-  pods and Service of the placement the ``gputopo`` side chose and one status write once its pods run.
+  pods and Service of the placement the ``gputopo`` side chose and one status write once its pods run;
+* ``minimal under Kueue``: the same floor client for the queued TrainingJobs of ``gputopo under Kueue``: it makes
+  each job's Workload (the operator's own body) and the same writes once Kueue admits it: what Kueue's protocol
+  alone costs beside the least writes, the floor under the ``gputopo under Kueue`` side.
 
 Per side: time to Running per job (every pod Running, from the start of the submission) p50 / p90 and the
 whole trace; bus bandwidth through gputopo's estimator on the GPUs each pod got (``real_gpus``), mean over
@@ -42,7 +45,7 @@ from gputopo.api.group import LABEL_JOB
 from gputopo.sandbox import Sandbox
 from gputopo.sandbox.kueue_install import KUEUE_VERSION
 from gputopo.sandbox.kueue_queues import GPUTOPO_QUEUE, TAS_QUEUE, local_queue
-from kueue_report import FLOOR, GPUTOPO, KUBE, SIDES, TAS, UNDER_KUEUE, markdown, plot, summarise
+from kueue_report import FLOOR, FLOOR_UNDER_KUEUE, GPUTOPO, KUBE, SIDES, TAS, UNDER_KUEUE, markdown, plot, summarise
 from kueue_trace import queued_training_jobs, tas_pod_groups
 from podgroup_run import Way, run_way, trainingjob_busbw
 from real_gpus import read_cluster, reported_in
@@ -65,6 +68,7 @@ NAMESPACES = {
     GPUTOPO: "bench-kueue-gputopo",
     UNDER_KUEUE: "bench-kueue-quota",
     FLOOR: "bench-kueue-minimal",
+    FLOOR_UNDER_KUEUE: "bench-kueue-minimal-quota",
 }
 KUEUE_WORKLOADS = "workloads.kueue.x-k8s.io"
 FULL_SIZE = (200, 256)
@@ -89,7 +93,10 @@ NOTES = [
     "Against the floor: the 'minimal' floor client of `bench/floor.py` replays the gputopo side's placements "
     "with the least writes that keep the status contract; the goal is judged on the p50 time to Running, as the "
     "median of the ratios of several rounds of the gputopo side and the floor client in turn (the tables show "
-    "the first round; the submission's own time varies by seconds between rounds on this host).",
+    "the first round; the submission's own time varies by seconds between rounds on this host). "
+    "'minimal under Kueue' is the same client for the queued TrainingJobs: it makes each job's Workload (the "
+    "operator's body) and the same writes once Kueue admits it; its time against the 'minimal' side's is what "
+    "Kueue's protocol alone costs here.",
 ]
 
 
@@ -128,16 +135,20 @@ def _operator_side(on: TraceRun, side: str, manifest: dict[str, Any]) -> tuple[d
     return result | operator, items
 
 
-def _floor_side(on: TraceRun, placed: list[dict[str, Any]]) -> dict[str, Any]:
-    ns = NAMESPACES[FLOOR]
+def _floor_side(on: TraceRun, placed: list[dict[str, Any]], side: str = FLOOR) -> dict[str, Any]:
+    """The floor client's side, alone or (``FLOOR_UNDER_KUEUE``) under Kueue's quota."""
+    ns = NAMESPACES[side]
+    queue = GPUTOPO_QUEUE if side == FLOOR_UNDER_KUEUE else None
     writes = {
         item["metadata"]["name"]: gang
         for item in placed
-        if (gang := gang_writes(FLOOR, ns, item["metadata"]["name"], item["spec"], item.get("status") or {}))
+        if (gang := gang_writes(FLOOR, ns, item["metadata"]["name"], item["spec"], item.get("status") or {}, queue))
     }
+    manifest = training_jobs(on.trace, ns) if queue is None else queued_training_jobs(on.trace, ns)
     replayer = Replayer(str(on.box.kubeconfig), ns, writes).start()
     try:
-        result = run_way(Way(FLOOR, ns, training_jobs(on.trace, ns), LABEL_JOB, owner_jobs=True), on, log)
+        way = Way(side, ns, manifest, LABEL_JOB, owner_jobs=True, workloads=queue is not None)
+        result = run_way(way, on, log)
     finally:
         replayer.stop()
     _clear_training_jobs(on, ns)  # no operator holds their finalizers; the sides after this one need the GPUs
@@ -161,6 +172,7 @@ def run_sides(on: TraceRun, sides: list[str], floor_rounds: int = 1) -> dict[str
     queues = [
         local_queue(TAS_QUEUE, NAMESPACES[TAS], TAS_QUEUE),
         local_queue(GPUTOPO_QUEUE, NAMESPACES[UNDER_KUEUE], GPUTOPO_QUEUE),
+        local_queue(GPUTOPO_QUEUE, NAMESPACES[FLOOR_UNDER_KUEUE], GPUTOPO_QUEUE),
     ]
     box.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": queues}))
     out: dict[str, dict[str, Any]] = {}
@@ -179,7 +191,7 @@ def run_sides(on: TraceRun, sides: list[str], floor_rounds: int = 1) -> dict[str
         elif side == UNDER_KUEUE:
             out[side], _ = _operator_side(on, side, queued_training_jobs(trace, ns))
         else:
-            out[side] = _floor_side(on, placed)
+            out[side] = _floor_side(on, placed, side)
     if GPUTOPO in out and FLOOR in out:
         # One round says how fast this host happened to be: the submission alone varies by seconds between runs.
         rounds = [_pair(out[GPUTOPO], out[FLOOR])]
@@ -196,8 +208,9 @@ def _sides(text: str) -> list[str]:
     unknown = sorted(set(sides) - set(SIDES))
     if unknown:
         raise SystemExit(f"unknown sides: {', '.join(unknown)} (known: {', '.join(SIDES)})")
-    if FLOOR in sides and (GPUTOPO not in sides or sides.index(GPUTOPO) > sides.index(FLOOR)):
-        raise SystemExit(f"{FLOOR} replays the {GPUTOPO} side's placements: run {GPUTOPO} before it")
+    for floor in (FLOOR, FLOOR_UNDER_KUEUE):
+        if floor in sides and (GPUTOPO not in sides or sides.index(GPUTOPO) > sides.index(floor)):
+            raise SystemExit(f"{floor} replays the {GPUTOPO} side's placements: run {GPUTOPO} before it")
     return sides
 
 

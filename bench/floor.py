@@ -15,6 +15,10 @@ kubelets need for those writes on this machine.
   Running with the placement, once every pod is seen Running.
 * ``pinned``: below that contract: the pods and the Service only, no status at all.
 
+With a Kueue LocalQueue (``bench_kueue.py``'s ``minimal under Kueue``), a job's writes wait for Kueue as the
+operator's do: the client first makes the job's Workload (the operator's own body,
+``gputopo.control.kueue_quota.workload_manifest``) and makes the rest once Kueue admits it.
+
 All three make at most ``GANGS_AT_ONCE`` gangs' writes at once, the operator's own default (64 requests at once,
 a quarter of them for new gangs).
 """
@@ -37,6 +41,7 @@ from typing import Any, Protocol
 
 from gputopo.api.group import GROUP, LABEL_JOB, VERSION
 from gputopo.api.trainingjob import JobPhase, PlacementStatus, TrainingJobSpec, TrainingJobStatus
+from gputopo.control.kueue_quota import KUEUE_GROUP, KUEUE_VERSION, WORKLOAD_PLURAL, workload_manifest
 from gputopo.control.pods import is_gang, pod_manifest, service_manifest
 from gputopo.kube.client import KubeClient, load_configuration
 
@@ -54,6 +59,8 @@ class GangWrites:
     running: TrainingJobStatus | None  # written once every pod is seen Running (replay, minimal)
     pods: tuple[dict[str, Any], ...]
     service: dict[str, Any] | None
+    queue: str | None = None  # a Kueue LocalQueue: the job's Workload first, the rest once Kueue admits it
+    spec: dict[str, Any] | None = None  # the job's spec, for its Workload (which names the job's uid)
 
     def to_json(self) -> dict[str, Any]:
         def status(value: TrainingJobStatus | None) -> dict[str, Any] | None:
@@ -64,6 +71,8 @@ class GangWrites:
             "running": status(self.running),
             "pods": list(self.pods),
             "service": self.service,
+            "queue": self.queue,
+            "spec": self.spec,
         }
 
     @classmethod
@@ -72,14 +81,24 @@ class GangWrites:
             return TrainingJobStatus.model_validate(value) if value is not None else None
 
         pods = tuple(body["pods"])
-        return cls(status(body["placing"]), status(body["running"]), pods, body["service"])
+        return cls(
+            status(body["placing"]), status(body["running"]), pods, body["service"], body.get("queue"), body.get("spec")
+        )
+
+    def workload(self, namespace: str, name: str, uid: str, generation: int) -> dict[str, Any]:
+        """The job's Workload for ``queue``, as the operator makes it."""
+        if self.queue is None or self.spec is None:
+            raise ValueError(f"{name}: these writes wait for no queue")
+        parsed = TrainingJobSpec.model_validate(self.spec)
+        return workload_manifest(namespace, name, uid, generation, parsed, self.queue, 0)
 
 
 def gang_writes(
-    side: str, namespace: str, job: str, spec: Mapping[str, Any], status: Mapping[str, Any]
+    side: str, namespace: str, job: str, spec: Mapping[str, Any], status: Mapping[str, Any], queue: str | None = None
 ) -> GangWrites | None:
     """The writes of ``side`` for one job, from its spec and the status the operator gave it in the devicePlugin
-    side (its placement); None when that side never placed it."""
+    side (its placement), waiting for Kueue's admission in ``queue`` if one is named; None when that side never
+    placed it."""
     if side not in FLOOR_SIDES:
         raise ValueError(f"not a floor side: {side!r}")
     placement_body = status.get("placement")
@@ -93,6 +112,8 @@ def gang_writes(
         running=TrainingJobStatus(phase=JobPhase.RUNNING, placement=placement) if side != "pinned" else None,
         pods=tuple(pods),
         service=service_manifest(job, namespace, _UID, parsed) if is_gang(parsed) else None,
+        queue=queue,
+        spec=dict(spec) if queue is not None else None,
     )
 
 
@@ -165,13 +186,16 @@ class Replayer:
 async def replay(
     kubeconfig: str, namespace: str, writes: Mapping[str, GangWrites], stop: asyncio.Event, ready: Callable[[], None]
 ) -> list[str]:
-    """The floor client: each job's writes once its TrainingJob is seen, until ``stop``; the errors met."""
+    """The floor client: each job's writes once its TrainingJob is seen (and, for a job in a Kueue queue, once
+    Kueue admits the Workload the client made for it), until ``stop``; the errors met."""
     errors: list[str] = []
     client = KubeClient(load_configuration(kubeconfig))
     slots = asyncio.Semaphore(GANGS_AT_ONCE)
     running: dict[str, set[str]] = {}
     tasks: set[asyncio.Task[None]] = set()
+    admitted: dict[str, tuple[str, str]] = {}  # Workload -> (job, job uid), until Kueue admits it
     jobs_path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/trainingjobs"
+    workloads_path = f"/apis/{KUEUE_GROUP}/{KUEUE_VERSION}/namespaces/{namespace}/{WORKLOAD_PLURAL}"
     pods_path = f"/api/v1/namespaces/{namespace}/pods"
 
     async def write(name: str, uid: str, gang: GangWrites) -> None:
@@ -185,6 +209,14 @@ async def replay(
                 await asyncio.gather(*creates)
         except Exception as exc:  # reported with the side's figures, never silently lost
             errors.append(f"{name}: {exc}")
+
+    async def queue(name: str, uid: str, generation: int, gang: GangWrites) -> None:
+        body = gang.workload(namespace, name, uid, generation)
+        admitted[body["metadata"]["name"]] = (name, uid)
+        try:
+            await client.create_workload(body)
+        except Exception as exc:
+            errors.append(f"{name} Workload: {exc}")
 
     async def mark_running(name: str, status: TrainingJobStatus) -> None:
         try:
@@ -206,8 +238,27 @@ async def replay(
         ):
             meta = (event.get("object") or {}).get("metadata") or {}
             gang = writes.get(str(meta.get("name")))
-            if event.get("type") == "ADDED" and gang is not None:
-                spawn(write(str(meta["name"]), str(meta.get("uid", "")), gang))
+            if event.get("type") != "ADDED" or gang is None:
+                continue
+            name, uid = str(meta["name"]), str(meta.get("uid", ""))
+            if gang.queue is None:
+                spawn(write(name, uid, gang))
+            else:
+                spawn(queue(name, uid, int(meta.get("generation") or 1), gang))
+
+    async def watch_workloads(opened: asyncio.Event) -> None:
+        list_ = await client.get("list Workloads", workloads_path)
+        version = str((list_.get("metadata") or {}).get("resourceVersion", ""))
+        opened.set()
+        params = {"resourceVersion": version}
+        async for event in client.watch("watch Workloads", workloads_path, params, read_timeout=600):
+            workload = event.get("object") or {}
+            conditions = (workload.get("status") or {}).get("conditions") or ()
+            if not any(c.get("type") == "Admitted" and c.get("status") == "True" for c in conditions):
+                continue
+            job = admitted.pop(str((workload.get("metadata") or {}).get("name")), None)
+            if job is not None:
+                spawn(write(job[0], job[1], writes[job[0]]))
 
     async def watch_pods(opened: asyncio.Event) -> None:
         list_ = await client.get("list pods", pods_path, {"labelSelector": LABEL_JOB})
@@ -231,6 +282,8 @@ async def replay(
     runs = [watch_jobs]
     if any(g.running is not None for g in writes.values()):
         runs.append(watch_pods)
+    if any(g.queue is not None for g in writes.values()):
+        runs.append(watch_workloads)
     opened = [asyncio.Event() for _ in runs]
 
     async def guarded(run: Any, event: asyncio.Event) -> None:

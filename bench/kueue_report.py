@@ -14,6 +14,7 @@ from reporting import cpu_table, fmt, mean, median, plot_running, stats
 
 __all__ = [
     "FLOOR",
+    "FLOOR_UNDER_KUEUE",
     "GOAL_BUSBW",
     "GOAL_FLOOR",
     "GOAL_UNDER_KUEUE",
@@ -34,8 +35,16 @@ TAS = "Kueue TAS"
 GPUTOPO = "gputopo"
 UNDER_KUEUE = "gputopo under Kueue"
 FLOOR = "minimal"
-SIDES = (KUBE, TAS, GPUTOPO, UNDER_KUEUE, FLOOR)
-COLOURS = {KUBE: "tab:orange", TAS: "tab:red", GPUTOPO: "tab:green", UNDER_KUEUE: "tab:blue", FLOOR: "tab:gray"}
+FLOOR_UNDER_KUEUE = "minimal under Kueue"
+SIDES = (KUBE, TAS, GPUTOPO, UNDER_KUEUE, FLOOR, FLOOR_UNDER_KUEUE)
+COLOURS = {
+    KUBE: "tab:orange",
+    TAS: "tab:red",
+    GPUTOPO: "tab:green",
+    UNDER_KUEUE: "tab:blue",
+    FLOOR: "tab:gray",
+    FLOOR_UNDER_KUEUE: "tab:olive",
+}
 GOAL_BUSBW = 1.3  # gputopo's mean bus bandwidth on multi-node jobs at least this many times Kueue TAS's
 GOAL_UNDER_KUEUE = 1.2  # gputopo under Kueue's quota: its whole trace at most this many times gputopo's alone
 GOAL_FLOOR = 1.25  # gputopo's p50 time to Running at most this many times the floor client's
@@ -153,6 +162,9 @@ def goals(summary: Mapping[str, Any]) -> list[Goal]:
     under = _ratio(_time(summary, UNDER_KUEUE, "whole"), _time(summary, GPUTOPO, "whole"))
     admitted = (summary["sides"].get(UNDER_KUEUE) or {}).get("kueue_admitted_s")
     last_admitted = f"; Kueue admitted the last Workload at {fmt(admitted['max'])} s" if admitted else ""
+    floor_under = _ratio(_time(summary, FLOOR_UNDER_KUEUE, "whole"), _time(summary, FLOOR, "whole"))
+    if floor_under is not None:  # what Kueue's protocol alone costs: the floor client under the quota and not
+        last_admitted += f"; the floor client under Kueue's quota takes {fmt(floor_under, '.2f')}x its time alone"
     out.append(
         Goal(
             "under Kueue quota",

@@ -11,9 +11,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 
-from floor import FLOOR_SIDES, gang_writes
+from floor import FLOOR_SIDES, GangWrites, gang_writes
 from gputopo.api.group import GPU_RESOURCE
-from gputopo.api.trainingjob import JobPhase
+from gputopo.api.trainingjob import JobPhase, TrainingJobSpec
+from gputopo.control.kueue_quota import workload_manifest
 from gputopo.sandbox.harness import training_job
 
 
@@ -67,3 +68,21 @@ def test_a_job_the_operator_never_placed_gets_no_writes() -> None:
 def test_an_unknown_side_is_refused() -> None:
     with pytest.raises(ValueError, match="not a floor side"):
         gang_writes("devicePlugin", "ns", "j", training_job("j", "ns")["spec"], _status(1))
+
+
+def test_a_queued_job_s_writes_wait_for_the_operator_s_own_workload() -> None:
+    spec = training_job("j", "ns", workers=2, gpusPerWorker=4)["spec"]
+    gang = gang_writes("minimal", "ns", "j", spec, _status(2), queue="gpus")
+    assert gang is not None and gang.queue == "gpus"
+    assert GangWrites.from_json(gang.to_json()) == gang
+    workload = gang.workload("ns", "j", "uid-1", 1)
+    parsed = TrainingJobSpec.model_validate(spec)
+    assert workload == workload_manifest("ns", "j", "uid-1", 1, parsed, "gpus", 0)
+    assert workload["spec"]["queueName"] == "gpus" and workload["spec"]["podSets"][0]["count"] == 2
+
+
+def test_a_job_in_no_queue_has_no_workload() -> None:
+    gang = gang_writes("minimal", "ns", "j", training_job("j", "ns")["spec"], _status(1))
+    assert gang is not None and gang.queue is None
+    with pytest.raises(ValueError, match="wait for no queue"):
+        gang.workload("ns", "j", "uid-1", 1)

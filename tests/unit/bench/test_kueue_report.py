@@ -20,7 +20,7 @@ from gputopo.sandbox.kueue_queues import (
     TAS_QUEUE,
 )
 from gputopo.sandbox.profiles import TIER0_LABEL
-from kueue_report import FLOOR, GPUTOPO, KUBE, TAS, UNDER_KUEUE, goals, summarise
+from kueue_report import FLOOR, FLOOR_UNDER_KUEUE, GPUTOPO, KUBE, TAS, UNDER_KUEUE, goals, summarise
 from kueue_trace import queued_training_jobs, tas_pod_groups
 
 TRACE = [Job("job-000", 1, 4), Job("job-001", 2, 8), Job("job-002", 4, 8)]
@@ -95,6 +95,18 @@ def test_kueue_admission_is_summed_up_and_named_in_the_under_kueue_goal() -> Non
     assert summary["sides"][GPUTOPO]["kueue_admitted_s"] is None
     (goal,) = [g for g in summary["goals"] if g["name"] == "under Kueue quota"]
     assert goal["figure"] == "1.25x (2.5 against 2.0 s; Kueue admitted the last Workload at 2.2 s)"
+
+
+def test_the_under_kueue_goal_names_what_the_quota_costs_the_floor_client() -> None:
+    sides = {
+        GPUTOPO: _side([1.0, 1.5, 2.0], [1.0, 1.0, 1.0]),
+        UNDER_KUEUE: _side([1.2, 1.8, 2.5], [1.0, 1.0, 1.0]),
+        FLOOR: _side([0.9, 1.3, 1.6], [1.0, 1.0, 1.0]),
+        FLOOR_UNDER_KUEUE: _side([1.1, 1.7, 2.4], [1.0, 1.0, 1.0]),  # 2.4 / 1.6 = 1.5x
+    }
+    (goal,) = [g for g in summarise(sides, TRACE)["goals"] if g["name"] == "under Kueue quota"]
+    assert goal["figure"].endswith("; the floor client under Kueue's quota takes 1.50x its time alone)")
+    assert not goal["met"]
 
 
 def test_the_floor_goal_is_judged_on_the_median_of_its_rounds() -> None:
