@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -183,16 +183,66 @@ class Replayer:
             self._file = None
 
 
+Watch = Callable[[asyncio.Event], Awaitable[None]]
+
+
+@dataclass
+class ClientRun:
+    """What a floor client's process keeps while it runs: the writes its watches spawned, and every error met
+    (reported with the side's figures, never silently lost)."""
+
+    client: KubeClient
+    errors: list[str] = field(default_factory=list)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def spawn(self, coroutine: Any) -> None:
+        task = asyncio.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def events(
+        self, what: str, path: str, opened: asyncio.Event, params: Mapping[str, str] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The events of ``path`` from a list of it on: ``opened`` is set once the list is read."""
+        listed = await self.client.get(f"list {what}", path, dict(params or {}))
+        opened.set()
+        version = str((listed.get("metadata") or {}).get("resourceVersion", ""))
+        watched = {**(params or {}), "resourceVersion": version}
+        async for event in self.client.watch(f"watch {what}", path, watched, read_timeout=600):
+            yield event
+
+    async def until(self, stop: asyncio.Event, watches: Sequence[Watch], ready: Callable[[], None]) -> list[str]:
+        """Run ``watches``, say ``ready`` once each has read its list, and stop them and the writes they spawned at
+        ``stop``; the errors met."""
+        opened = [asyncio.Event() for _ in watches]
+
+        async def guarded(watch: Watch, event: asyncio.Event) -> None:
+            try:
+                await watch(event)
+            except Exception as exc:  # a broken watch leaves writes unmade: say so with the figures
+                self.errors.append(f"{getattr(watch, '__name__', 'watch')}: {exc}")
+
+        running = [asyncio.create_task(guarded(w, e)) for w, e in zip(watches, opened, strict=True)]
+        await asyncio.gather(*(e.wait() for e in opened))  # Replayer.start gives up after READY_WITHIN_SECONDS
+        ready()
+        await stop.wait()
+        for task in (*running, *self._tasks):
+            task.cancel()
+        await asyncio.gather(*running, *self._tasks, return_exceptions=True)
+        await self.client.close()
+        return self.errors
+
+
 async def replay(
     kubeconfig: str, namespace: str, writes: Mapping[str, GangWrites], stop: asyncio.Event, ready: Callable[[], None]
 ) -> list[str]:
     """The floor client: each job's writes once its TrainingJob is seen (and, for a job in a Kueue queue, once
     Kueue admits the Workload the client made for it), until ``stop``; the errors met."""
-    errors: list[str] = []
     client = KubeClient(load_configuration(kubeconfig))
+    run = ClientRun(client)
+    errors, spawn = run.errors, run.spawn
     slots = asyncio.Semaphore(GANGS_AT_ONCE)
     running: dict[str, set[str]] = {}
-    tasks: set[asyncio.Task[None]] = set()
     admitted: dict[str, tuple[str, str]] = {}  # Workload -> (job, job uid), until Kueue admits it
     jobs_path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/trainingjobs"
     workloads_path = f"/apis/{KUEUE_GROUP}/{KUEUE_VERSION}/namespaces/{namespace}/{WORKLOAD_PLURAL}"
@@ -224,18 +274,8 @@ async def replay(
         except Exception as exc:
             errors.append(f"{name} Running: {exc}")
 
-    def spawn(coroutine: Any) -> None:
-        task = asyncio.create_task(coroutine)
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-
     async def watch_jobs(opened: asyncio.Event) -> None:
-        list_ = await client.get("list TrainingJobs", jobs_path)
-        version = str((list_.get("metadata") or {}).get("resourceVersion", ""))
-        opened.set()
-        async for event in client.watch(
-            "watch TrainingJobs", jobs_path, {"resourceVersion": version}, read_timeout=600
-        ):
+        async for event in run.events("TrainingJobs", jobs_path, opened):
             meta = (event.get("object") or {}).get("metadata") or {}
             gang = writes.get(str(meta.get("name")))
             if event.get("type") != "ADDED" or gang is None:
@@ -247,11 +287,7 @@ async def replay(
                 spawn(queue(name, uid, int(meta.get("generation") or 1), gang))
 
     async def watch_workloads(opened: asyncio.Event) -> None:
-        list_ = await client.get("list Workloads", workloads_path)
-        version = str((list_.get("metadata") or {}).get("resourceVersion", ""))
-        opened.set()
-        params = {"resourceVersion": version}
-        async for event in client.watch("watch Workloads", workloads_path, params, read_timeout=600):
+        async for event in run.events("Workloads", workloads_path, opened):
             workload = event.get("object") or {}
             conditions = (workload.get("status") or {}).get("conditions") or ()
             if not any(c.get("type") == "Admitted" and c.get("status") == "True" for c in conditions):
@@ -261,11 +297,7 @@ async def replay(
                 spawn(write(job[0], job[1], writes[job[0]]))
 
     async def watch_pods(opened: asyncio.Event) -> None:
-        list_ = await client.get("list pods", pods_path, {"labelSelector": LABEL_JOB})
-        version = str((list_.get("metadata") or {}).get("resourceVersion", ""))
-        opened.set()
-        params = {"resourceVersion": version, "labelSelector": LABEL_JOB}
-        async for event in client.watch("watch pods", pods_path, params, read_timeout=600):
+        async for event in run.events("pods", pods_path, opened, {"labelSelector": LABEL_JOB}):
             pod = event.get("object") or {}
             if (pod.get("status") or {}).get("phase") != "Running":
                 continue
@@ -279,28 +311,12 @@ async def replay(
             if len(seen) == len(gang.pods) > before:
                 spawn(mark_running(job, gang.running))
 
-    runs = [watch_jobs]
+    watches: list[Watch] = [watch_jobs]
     if any(g.running is not None for g in writes.values()):
-        runs.append(watch_pods)
+        watches.append(watch_pods)
     if any(g.queue is not None for g in writes.values()):
-        runs.append(watch_workloads)
-    opened = [asyncio.Event() for _ in runs]
-
-    async def guarded(run: Any, event: asyncio.Event) -> None:
-        try:
-            await run(event)
-        except Exception as exc:  # a broken watch leaves jobs unwritten: say so with the figures
-            errors.append(f"{run.__name__}: {exc}")
-
-    watches = [asyncio.create_task(guarded(run, event)) for run, event in zip(runs, opened, strict=True)]
-    await asyncio.gather(*(e.wait() for e in opened))  # Replayer.start gives up after READY_WITHIN_SECONDS
-    ready()
-    await stop.wait()
-    for task in (*watches, *tasks):
-        task.cancel()
-    await asyncio.gather(*watches, *tasks, return_exceptions=True)
-    await client.close()
-    return errors
+        watches.append(watch_workloads)
+    return await run.until(stop, watches, ready)
 
 
 def serve(argv: Sequence[str], client: Callable[..., Awaitable[list[str]]], decode: Callable[[Any], Writes]) -> int:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from floor import GANGS_AT_ONCE, serve
+from floor import GANGS_AT_ONCE, ClientRun, Watch, serve
 from gang_trace import BASELINE_LABEL
 from gputopo.gangs.model import GATE, GangId
 from gputopo.gangs.steer import steer_patch
@@ -112,14 +112,14 @@ async def steer(
 ) -> list[str]:
     """The floor client: each gang steered once all its pods are seen gated, its record written once they all run
     (``minimal``), until ``stop``; the errors met."""
-    errors: list[str] = []
     client = KubeClient(load_configuration(kubeconfig))
+    run = ClientRun(client)
+    errors, spawn = run.errors, run.spawn
     slots = asyncio.Semaphore(GANGS_AT_ONCE)
     waiting: dict[str, dict[str, dict[str, Any]]] = {}  # gang -> its pods seen gated, as first seen
     steered: set[str] = set()
     running: dict[str, set[str]] = {}
     owners: dict[str, str] = {}  # PodGroup -> uid
-    tasks: set[asyncio.Task[None]] = set()
     pods_path = f"/api/v1/namespaces/{namespace}/pods"
     groups_path = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups"
 
@@ -154,11 +154,6 @@ async def steer(
         except Exception as exc:
             errors.append(f"{gang.gang} record: {exc}")
 
-    def spawn(coroutine: Any) -> None:
-        task = asyncio.create_task(coroutine)
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-
     def seen(pod: Mapping[str, Any]) -> None:
         meta = pod.get("metadata") or {}
         gang = writes.get(str((meta.get("labels") or {}).get(BASELINE_LABEL, "")))
@@ -179,45 +174,20 @@ async def steer(
                 spawn(record(gang))
 
     async def watch_pods(opened: asyncio.Event) -> None:
-        params = {"labelSelector": BASELINE_LABEL}
-        listed = await client.get("list pods", pods_path, params)
-        opened.set()
-        version = str((listed.get("metadata") or {}).get("resourceVersion", ""))
-        async for event in client.watch(
-            "watch pods", pods_path, params | {"resourceVersion": version}, read_timeout=600
-        ):
+        async for event in run.events("pods", pods_path, opened, {"labelSelector": BASELINE_LABEL}):
             if event.get("type") in ("ADDED", "MODIFIED"):
                 seen(event.get("object") or {})
 
     async def watch_groups(opened: asyncio.Event) -> None:
-        listed = await client.get("list PodGroups", groups_path)
-        opened.set()
-        version = str((listed.get("metadata") or {}).get("resourceVersion", ""))
-        async for event in client.watch("watch PodGroups", groups_path, {"resourceVersion": version}, read_timeout=600):
+        async for event in run.events("PodGroups", groups_path, opened):
             meta = (event.get("object") or {}).get("metadata") or {}
             if event.get("type") == "ADDED":
                 owners[str(meta.get("name"))] = str(meta.get("uid", ""))
 
-    runs = [watch_pods]
+    watches: list[Watch] = [watch_pods]
     if any(gang.record is not None for gang in writes.values()):
-        runs.append(watch_groups)
-    opened = [asyncio.Event() for _ in runs]
-
-    async def guarded(run: Any, event: asyncio.Event) -> None:
-        try:
-            await run(event)
-        except Exception as exc:  # a broken watch leaves gangs unsteered: say so with the figures
-            errors.append(f"{run.__name__}: {exc}")
-
-    watches = [asyncio.create_task(guarded(run, event)) for run, event in zip(runs, opened, strict=True)]
-    await asyncio.gather(*(e.wait() for e in opened))  # Replayer.start gives up after READY_WITHIN_SECONDS
-    ready()
-    await stop.wait()
-    for task in (*watches, *tasks):
-        task.cancel()
-    await asyncio.gather(*watches, *tasks, return_exceptions=True)
-    await client.close()
-    return errors
+        watches.append(watch_groups)
+    return await run.until(stop, watches, ready)
 
 
 if __name__ == "__main__":
