@@ -36,6 +36,7 @@ from gputopo.placement.types import DEFAULT_TIERS, GpuChoice, NodeInfo, Placemen
 from gputopo.sandbox.profiles import TIER0_LABEL, TIER1_LABEL, plan_nodes
 from gputopo.topology.catalog import load_node_type
 from gputopo.topology.gang import estimate_gang
+from kueue_report import TAS
 from reporting import REPORTS, fmt, mean, report_head, write_report
 
 KEPT = "hgx-h100"  # the node type kept for multi-node gangs in the third way
@@ -130,7 +131,7 @@ def _kueue_tas_multi_node() -> float | None:
     if not path.exists():
         return None
     both = json.loads(path.read_text()).get("summary", {}).get("multi_node_both") or {}
-    value = both.get("Kueue TAS")
+    value = both.get(TAS)
     return float(value) if value is not None else None
 
 

@@ -161,16 +161,16 @@ def goals(summary: Mapping[str, Any]) -> list[Goal]:
     )
     under = _ratio(_time(summary, UNDER_KUEUE, "whole"), _time(summary, GPUTOPO, "whole"))
     admitted = (summary["sides"].get(UNDER_KUEUE) or {}).get("kueue_admitted_s")
-    last_admitted = f"; Kueue admitted the last Workload at {fmt(admitted['max'])} s" if admitted else ""
+    besides = f"; Kueue admitted the last Workload at {fmt(admitted['max'])} s" if admitted else ""
     floor_under = _ratio(_time(summary, FLOOR_UNDER_KUEUE, "whole"), _time(summary, FLOOR, "whole"))
     if floor_under is not None:  # what Kueue's protocol alone costs: the floor client under the quota and not
-        last_admitted += f"; the floor client under Kueue's quota takes {fmt(floor_under, '.2f')}x its time alone"
+        besides += f"; the floor client under Kueue's quota takes {fmt(floor_under, '.2f')}x its time alone"
     out.append(
         Goal(
             "under Kueue quota",
             f"gputopo under Kueue's quota within {GOAL_UNDER_KUEUE}x gputopo alone, whole trace",
             f"{fmt(under, '.2f')}x ({fmt(_time(summary, UNDER_KUEUE, 'whole'))} against "
-            f"{fmt(_time(summary, GPUTOPO, 'whole'))} s{last_admitted})",
+            f"{fmt(_time(summary, GPUTOPO, 'whole'))} s{besides})",
             under is not None and under <= GOAL_UNDER_KUEUE,
         )
     )
