@@ -39,9 +39,9 @@ priority comes first.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from gputopo.placement.engine import place
 from gputopo.placement.filters import node_rejection
@@ -57,6 +57,7 @@ from gputopo.placement.preemption.gangs import (
     gpus_by_node,
 )
 from gputopo.placement.preemption.index import RunningIndex
+from gputopo.placement.preemption.minimal import dearest_first, minimal, smallest_first, unused_by
 from gputopo.placement.shapes import place_shapes, ranked
 from gputopo.placement.types import NodeInfo, Placement, Snapshot
 
@@ -178,9 +179,6 @@ class _Search:
         return [i for i, free in self.passes.items() if free or any(self.ok[k] for k, _ in self.index.on_node[i])]
 
     # -- bounds -----------------------------------------------------------------------------------------------
-
-    def freed_by(self, k: int) -> dict[str, frozenset[int]]:
-        return gpus_by_node(self.victims[k].placement)
 
     def node_victims(self, i: int, whole: bool = False) -> NodeVictims:
         """Node ``i``'s free GPUs and victims, each victim's work counted by its share of GPUs here (a gang on
@@ -349,36 +347,22 @@ class _Search:
         if placement is None:
             return None
         greedy, first = chosen, placement
-        # Victims whose GPUs the placement does not use are not needed: drop them without asking the engine.
-        # Not in multi-node NVLink domains, where nodes in use count against the domain's cap.
-        if not any(self.snapshot.nvlink_domains[i] for i in domain.nodes):
-            used = gpus_by_node(placement)
-            chosen = [k for k in chosen if any(used.get(n, frozenset()) & g for n, g in self.freed_by(k).items())]
-        chosen, placement = self.minimal(domain, chosen, placement, self._dearest)
+
+        def places(rest: list[int]) -> Placement | None:
+            return self.places(domain, rest)
+
+        # A victim the placement leaves alone goes without asking the engine, at its turn; not in multi-node
+        # NVLink domains, where nodes in use count against the domain's cap.
+        unused = None if any(self.snapshot.nvlink_domains[i] for i in domain.nodes) else unused_by(self.victims)
+        chosen, placement = minimal(chosen, placement, dearest_first(self.victims, self.work), places, unused)
         if len(chosen) > self.rules.max_victims:
             # Over the victim budget: the greedy set again, the smallest gangs dropped first, so fewer and
             # larger gangs make the room (dearest first keeps the cheapest, often many small gangs).
-            chosen, placement = self.minimal(domain, greedy, first, self._smallest)
+            order = smallest_first(self.victims, self.work, self.index.sizes)
+            chosen, placement = minimal(greedy, first, order, places, unused)
         if len(chosen) > self.rules.max_victims:
             return None
         return tuple(chosen), placement
-
-    def minimal(
-        self, domain: Domain, chosen: list[int], placement: Placement, order: Callable[[int], tuple[Any, ...]]
-    ) -> tuple[list[int], Placement]:
-        """Minimality: drop, in ``order``, every victim without which the engine still places the preemptor."""
-        for k in sorted(chosen, key=order):
-            rest = [j for j in chosen if j != k]
-            again = self.places(domain, rest)
-            if again is not None:
-                chosen, placement = rest, again
-        return chosen, placement
-
-    def _dearest(self, k: int) -> tuple[int, float, str]:
-        return (-self.victims[k].priority, -self.work[k], self.victims[k].name)
-
-    def _smallest(self, k: int) -> tuple[int, int, float, str]:
-        return (self.index.sizes[k], -self.victims[k].priority, -self.work[k], self.victims[k].name)
 
     def cost(self, domain: Domain, chosen: tuple[int, ...], placement: Placement, moved: set[int]) -> PreemptionCost:
         work = sum(self.work[k] for k in chosen)
