@@ -14,9 +14,9 @@ down a chain of priorities.)
    after ``PreemptionRules.max_domains`` domains.
 2. Greedy: victims are added lowest priority first, then least work lost per GPU freed in the domain, then
    largest, until the gang places; then a minimality pass drops, dearest first, every victim without which
-   it still places. When that leaves more victims than ``max_victims``, a second pass over the greedy set
-   drops the smallest gangs first, so fewer, larger gangs make the room. No subset enumeration: the engine
-   is called O(victims) times per domain.
+   it still places, and when that keeps several, densest and smallest first too; the cheapest set within
+   ``max_victims`` is kept (``minimal.cheapest_minimal``), whatever GPUs each victim holds. No subset
+   enumeration: the engine is called O(victims) times per domain.
 3. Cost, compared in order: the highest priority among the victims, the work they lose (GPU-seconds since
    their checkpoint or start, whether or not they can be re-placed at once: a restart loses it either way),
    the GPUs of victims that cannot be re-placed at once elsewhere at no worse bus bandwidth (they wait in the
@@ -57,7 +57,7 @@ from gputopo.placement.preemption.gangs import (
     gpus_by_node,
 )
 from gputopo.placement.preemption.index import RunningIndex
-from gputopo.placement.preemption.minimal import dearest_first, minimal, smallest_first, unused_by
+from gputopo.placement.preemption.minimal import VictimCosts, cheapest_minimal, unused_by
 from gputopo.placement.shapes import place_shapes, ranked
 from gputopo.placement.types import NodeInfo, Placement, Snapshot
 
@@ -271,8 +271,8 @@ class _Search:
 
         Greedy by node: each node's victims go together, nodes cheapest per slot gained first (lowest highest
         priority, then least work per slot), until the domain has slots for every worker and the engine places
-        the gang; the minimality pass then keeps only the victims it needs (``minimal``), dearest dropped first,
-        or smallest first when dearest first leaves more than the victim budget.
+        the gang; the minimality pass then keeps only the victims it needs, the cheapest of the sets kept
+        dropping dearest, densest and smallest first (``cheapest_minimal``).
 
         In a multi-node NVLink domain the victims are also taken one gang at a time, cheapest per GPU it frees
         in the domain first, and the cheaper set of the two is kept: there a gang over several trays frees
@@ -354,14 +354,11 @@ class _Search:
         # A victim the placement leaves alone goes without asking the engine, at its turn; not in multi-node
         # NVLink domains, where nodes in use count against the domain's cap.
         unused = None if any(self.snapshot.nvlink_domains[i] for i in domain.nodes) else unused_by(self.victims)
-        chosen, placement = minimal(chosen, placement, dearest_first(self.victims, self.work), places, unused)
-        if len(chosen) > self.rules.max_victims:
-            # Over the victim budget: the greedy set again, the smallest gangs dropped first, so fewer and
-            # larger gangs make the room (dearest first keeps the cheapest, often many small gangs).
-            order = smallest_first(self.victims, self.work, self.index.sizes)
-            chosen, placement = minimal(greedy, first, order, places, unused)
-        if len(chosen) > self.rules.max_victims:
+        victims = VictimCosts(self.victims, self.work, self.index.sizes)
+        kept = cheapest_minimal(greedy, first, places, unused, victims, self.rules.max_victims)
+        if kept is None:
             return None
+        chosen, placement = kept
         return tuple(chosen), placement
 
     def cost(self, domain: Domain, chosen: tuple[int, ...], placement: Placement, moved: set[int]) -> PreemptionCost:
