@@ -46,7 +46,8 @@ def load_cluster(path: Path) -> Snapshot:
 
 
 def _documents(path: Path) -> list[Any]:
-    """The manifest's documents: one TrainingJob (or its bare spec), or a gang's owner (a PodGroup with a Pod)."""
+    """The manifest's documents: one TrainingJob (or its bare spec), or a gang's owner (with the PodGroup its pods
+    name, or a PodGroup with a Pod)."""
     documents = read_yaml_documents(path)
     kinds = [kind_of(d) for d in documents]
     if any(k in KINDS for k in kinds):
@@ -94,8 +95,9 @@ def plan(
     job: Path = typer.Option(
         ...,
         "--job",
-        help="TrainingJob manifest (YAML), or a gang's: an Indexed Job, JobSet, LeaderWorkerSet (one group is "
-        "planned), PyTorchJob, or PodGroup with a Pod as a second document.",
+        help="TrainingJob manifest (YAML), or a gang's: a Job (Indexed, or with spec.scheduling), JobSet, "
+        "LeaderWorkerSet (one group is planned), PyTorchJob, or PodGroup with a Pod as a second document; a PodGroup "
+        "the pods name may come beside them.",
     ),
     cluster: Path = typer.Option(..., "--cluster", help="Cluster snapshot file (YAML/JSON)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),

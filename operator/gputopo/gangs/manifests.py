@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from gputopo.api.gangplacement import MAX_GANG_SIZE
@@ -24,7 +24,7 @@ from gputopo.gangs.sources import jobset as js
 from gputopo.gangs.sources import leaderworkerset as lws
 from gputopo.gangs.sources import pytorchjob as ptj
 
-__all__ = ["KINDS", "ManifestError", "Pods", "kind_of", "pods_of"]
+__all__ = ["KINDS", "ManifestError", "Pods", "job_podgroup", "kind_of", "pods_of"]
 
 Body = dict[str, Any]
 
@@ -58,33 +58,51 @@ def kind_of(document: object) -> str:
 
 
 def pods_of(documents: Sequence[Raw]) -> Pods:
-    """The pods the first owner among ``documents`` would get; a PodGroup takes its pod from a Pod among them."""
-    owner = next((d for d in documents if kind_of(d) in KINDS), None)
+    """The pods the first workload among ``documents`` (a Job, JobSet, LeaderWorkerSet or PyTorchJob) would get,
+    read with every PodGroup beside it (one its pods name); without a workload, a PodGroup's, its pod taken from a
+    Pod among them. A document without a namespace is in the owner's, as ``kubectl apply -f`` puts it."""
+    owner = next((d for d in documents if kind_of(d) in KINDS and kind_of(d) != "PodGroup"), None)
+    owner = owner or next((d for d in documents if kind_of(d) == "PodGroup"), None)
     if owner is None:
         raise ManifestError(f"kind: none of {', '.join(KINDS)}")
-    kind = kind_of(owner)
-    if text(owner.get("apiVersion")) != KINDS[kind]:
-        raise ManifestError(f'apiVersion: "{text(owner.get("apiVersion"))}", a {kind} is {KINDS[kind]}')
-    meta = mapping(owner.get("metadata"))
+    body = _owner(owner, "")
+    kind, meta = kind_of(body), body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    key = (namespace, name)
+    groups = {
+        (group["metadata"]["namespace"], group["metadata"]["name"]): group
+        for group in (_owner(d, namespace) for d in documents if kind_of(d) == "PodGroup" and d is not owner)
+    }
+    if kind == "Job":
+        built = _job(body)
+        return Pods(built.pods, replace(built.owners, podgroups={**groups, **built.owners.podgroups}))
+    if kind == "JobSet":
+        pods, jobs = _jobset(body)
+        return Pods(tuple(pods), Owners(podgroups=groups, jobs=jobs, jobsets={key: body}))
+    if kind == "LeaderWorkerSet":
+        return Pods(tuple(_lws(body)), Owners(podgroups=groups, leaderworkersets={key: body}))
+    if kind == "PyTorchJob":
+        return Pods(tuple(_pytorchjob(body)), Owners(podgroups=groups, pytorchjobs={key: body}))
+    pod = next((d for d in documents if kind_of(d) == "Pod"), None)
+    if pod is None:
+        raise ManifestError(f"PodGroup {name}: no Pod to use as the gang's pod template (add one as a second document)")
+    return Pods(tuple(_podgroup(body, pod)), Owners(podgroups={**groups, key: body}))
+
+
+def _owner(document: Raw, namespace: str) -> Body:
+    """A copy of an owner document as the API server would hold it: its apiVersion checked, a name, a namespace
+    (``namespace``, else "default", when it names none) and a uid."""
+    kind = kind_of(document)
+    if text(document.get("apiVersion")) != KINDS[kind]:
+        raise ManifestError(f'apiVersion: "{text(document.get("apiVersion"))}", a {kind} is {KINDS[kind]}')
+    meta = mapping(document.get("metadata"))
     name = text(meta.get("name"))
     if not name:
         raise ManifestError(f"metadata.name: a {kind} needs a name")
-    namespace = text(meta.get("namespace")) or "default"
-    body: Body = copy.deepcopy(dict(owner))
+    body: Body = copy.deepcopy(dict(document))
+    namespace = text(meta.get("namespace")) or namespace or "default"
     body["metadata"] = {**meta, "namespace": namespace, "uid": text(meta.get("uid")) or f"{name}-uid"}
-    key = (namespace, name)
-    if kind == "Job":
-        return _job(body)
-    if kind == "JobSet":
-        return Pods(tuple(_jobset(body)), Owners(jobsets={key: body}))
-    if kind == "LeaderWorkerSet":
-        return Pods(tuple(_lws(body)), Owners(leaderworkersets={key: body}))
-    if kind == "PyTorchJob":
-        return Pods(tuple(_pytorchjob(body)), Owners(pytorchjobs={key: body}))
-    pods = [d for d in documents if kind_of(d) == "Pod"]
-    if not pods:
-        raise ManifestError(f"PodGroup {name}: no Pod to use as the gang's pod template (add one as a second document)")
-    return Pods(tuple(_podgroup(body, pods[0])), Owners(podgroups={key: body}))
+    return body
 
 
 def _count(value: object, field: str, default: int | None = None) -> int:
@@ -134,8 +152,9 @@ def _controller(owner: Body) -> Body:
     }
 
 
-def _indexed_pods(job: Body, template: object, size: int) -> list[Body]:
-    """An Indexed Job's pods, as the Job controller makes them (names ``<job>-<index>``, without the random tail)."""
+def _job_pods(job: Body, template: object, size: int, indexed: bool = True) -> list[Body]:
+    """A Job's pods, as the Job controller makes them (names ``<job>-<index>``, without the random tail); those of
+    a NonIndexed Job carry no completion index."""
     meta = mapping(job.get("metadata"))
     name, uid = meta["name"], meta["uid"]
     pods = []
@@ -143,8 +162,9 @@ def _indexed_pods(job: Body, template: object, size: int) -> list[Body]:
         pod = _pod(template, job, f"{name}-{index}", _controller(job))
         labels, annotations = pod["metadata"]["labels"], pod["metadata"]["annotations"]
         labels.update(dict.fromkeys(_JOB_NAME_LABELS, name) | dict.fromkeys(_JOB_UID_LABELS, uid))
-        labels[COMPLETION_INDEX] = annotations[COMPLETION_INDEX] = str(index)
-        pod["spec"].setdefault("hostname", f"{name}-{index}")
+        if indexed:
+            labels[COMPLETION_INDEX] = annotations[COMPLETION_INDEX] = str(index)
+            pod["spec"].setdefault("hostname", f"{name}-{index}")
         pods.append(pod)
     return pods
 
@@ -152,35 +172,59 @@ def _indexed_pods(job: Body, template: object, size: int) -> list[Body]:
 def _job(job: Body) -> Pods:
     meta = mapping(job.get("metadata"))
     spec = mapping(job.get("spec"))
-    if text(spec.get("completionMode")) != "Indexed":
-        raise ManifestError(f'spec.completionMode: "{text(spec.get("completionMode"))}"; a gang is an Indexed Job')
-    _count(spec.get("parallelism"), "spec.parallelism", default=1)
+    indexed = text(spec.get("completionMode")) == "Indexed"
+    scheduling = spec.get("scheduling")
+    if not indexed and scheduling is None:
+        raise ManifestError(
+            f'spec.completionMode: "{text(spec.get("completionMode"))}"; a gang is an Indexed Job or a Job with '
+            "spec.scheduling"
+        )
+    parallelism = _count(spec.get("parallelism"), "spec.parallelism", default=1)
     size = js.pods_per_job(spec)
     if not size:
         raise ManifestError("spec.completions: 0, the Job runs no pod")
-    pods = _indexed_pods(job, spec.get("template"), size)
+    pods = _job_pods(job, spec.get("template"), size, indexed)
     key = (meta["namespace"], meta["name"])
-    scheduling = spec.get("scheduling")
     if scheduling is None:
         return Pods(tuple(pods), Owners(jobs={key: job}))
-    # spec.scheduling: the Job controller makes a PodGroup (``<workload>-<job>-pgt-0-<hash>``) the Job controls.
-    group = f"{meta['name']}-pgt-0"
-    policy = mapping(mapping(scheduling).get("schedulingPolicy")) or {"gang": {"minCount": size}}
-    group_spec: Body = {"schedulingPolicy": dict(policy)}
-    if "schedulingConstraints" in mapping(scheduling):
-        group_spec["schedulingConstraints"] = mapping(scheduling)["schedulingConstraints"]
-    podgroup: Body = {
+    group = job_podgroup(job, mapping(scheduling), parallelism)
+    name = group["metadata"]["name"]
+    for pod in pods:
+        pod["spec"]["schedulingGroup"] = {"podGroupName": name}
+    return Pods(tuple(pods), Owners(podgroups={(meta["namespace"], name): group}, jobs={key: job}))
+
+
+def job_podgroup(job: Body, scheduling: Raw, parallelism: int) -> Body:
+    """The PodGroup the Job controller makes for a Job with ``spec.scheduling`` (k8s.io/kubernetes v1.37.2
+    ``pkg/controller/job/job_scheduling_manager.go`` and ``pkg/api/job/util.go``): named ``<job>-pgt-0`` here
+    (the controller adds its Workload's name and a hash), controlled by the Job, with the Job's scheduling
+    policy (``basic`` when it names none), a gang's unset ``minCount`` the Job's ``parallelism`` (at least 1),
+    and its scheduling constraints and disruption mode."""
+    meta = mapping(job.get("metadata"))
+    policy: Body = copy.deepcopy(dict(mapping(scheduling.get("schedulingPolicy")))) or {"basic": {}}
+    if "gang" in policy:
+        gang = dict(mapping(policy["gang"]))
+        if gang.get("minCount") is None:
+            gang["minCount"] = max(1, parallelism)
+        policy["gang"] = gang
+    spec: Body = {"schedulingPolicy": policy}
+    for field in ("schedulingConstraints", "disruptionMode"):
+        if field in scheduling:
+            spec[field] = copy.deepcopy(scheduling[field])
+    return {
         "apiVersion": KINDS["PodGroup"],
         "kind": "PodGroup",
-        "metadata": {"name": group, "namespace": meta["namespace"], "ownerReferences": [_controller(job)]},
-        "spec": group_spec,
+        "metadata": {
+            "name": f"{meta['name']}-pgt-0",
+            "namespace": meta["namespace"],
+            "ownerReferences": [_controller(job)],
+        },
+        "spec": spec,
     }
-    for pod in pods:
-        pod["spec"]["schedulingGroup"] = {"podGroupName": group}
-    return Pods(tuple(pods), Owners(podgroups={(meta["namespace"], group): podgroup}, jobs={key: job}))
 
 
-def _jobset(jobset: Body) -> list[Body]:
+def _jobset(jobset: Body) -> tuple[list[Body], dict[tuple[str, str], Body]]:
+    """The JobSet's pods, and its child Jobs as the JobSet controller makes them (the operator reads those too)."""
     meta = mapping(jobset.get("metadata"))
     name = meta["name"]
     rjobs = mapping(jobset.get("spec")).get("replicatedJobs")
@@ -191,6 +235,7 @@ def _jobset(jobset: Body) -> list[Body]:
     for i, raw in enumerate(rjobs):
         total += _count(mapping(raw).get("replicas"), f"spec.replicatedJobs[{i}].replicas", default=1)
     pods: list[Body] = []
+    jobs: dict[tuple[str, str], Body] = {}
     global_index = 0
     for i, raw in enumerate(rjobs):
         rjob = mapping(raw)
@@ -216,23 +261,29 @@ def _jobset(jobset: Body) -> list[Body]:
                 js.JOB_INDEX_KEY: str(job_index),
                 js.JOB_GLOBAL_INDEX_KEY: str(global_index),
             }
+            child = js.job_name(name, rjob_name, job_index)
             job: Body = {
                 "apiVersion": "batch/v1",
                 "kind": "Job",
                 "metadata": {
-                    "name": js.job_name(name, rjob_name, job_index),
+                    "name": child,
                     "namespace": meta["namespace"],
-                    "uid": f"{js.job_name(name, rjob_name, job_index)}-uid",
+                    "uid": f"{child}-uid",
+                    "labels": dict(labels),
+                    "ownerReferences": [_controller(jobset)],
                 },
+                "spec": copy.deepcopy(dict(job_spec)),
             }
-            for pod in _indexed_pods(job, job_spec.get("template"), js.pods_per_job(job_spec)):
+            jobs[(meta["namespace"], child)] = job
+            indexed = text(job_spec.get("completionMode")) in ("Indexed", "")  # JobSet's webhook defaults Indexed
+            for pod in _job_pods(job, job_spec.get("template"), js.pods_per_job(job_spec), indexed):
                 pod["metadata"]["labels"].update(labels)
                 pod["metadata"]["annotations"].update(labels)
                 if exclusive:
                     pod["metadata"]["annotations"][js.EXCLUSIVE_KEY] = exclusive
                 pods.append(pod)
             global_index += 1
-    return pods
+    return pods, jobs
 
 
 def _lws(body: Body) -> list[Body]:
