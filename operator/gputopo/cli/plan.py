@@ -96,8 +96,8 @@ def plan(
         ...,
         "--job",
         help="TrainingJob manifest (YAML), or a gang's: a Job (Indexed, or with spec.scheduling), JobSet, "
-        "LeaderWorkerSet (one group is planned), PyTorchJob, or PodGroup with a Pod as a second document; a PodGroup "
-        "the pods name may come beside them.",
+        "LeaderWorkerSet (one group is planned), PyTorchJob, PodGroup with a Pod as a second document, or Pods "
+        "that name their gang (gputopo.io/gang, a Kueue pod group); a PodGroup the pods name may come beside them.",
     ),
     cluster: Path = typer.Option(..., "--cluster", help="Cluster snapshot file (YAML/JSON)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),

@@ -1,4 +1,4 @@
-"""`gputopo plan` for a gang gputopo does not own: a Job, JobSet, LeaderWorkerSet, PyTorchJob or PodGroup manifest.
+"""`gputopo plan` for a gang gputopo does not own: a Job, JobSet, LeaderWorkerSet, PyTorchJob, PodGroup or Pod manifest.
 
 The pods the owner's controller would create are built (``gputopo.gangs.manifests``), read as the operator reads
 them (``read_gangs``) and planned on the cluster snapshot as the operator plans them (``plan_gang``).

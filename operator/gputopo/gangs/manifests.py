@@ -1,9 +1,11 @@
 """The pods an owner's controller would create from its manifest, labelled as the gang sources read them.
 
-``gputopo plan`` takes a Job, JobSet, LeaderWorkerSet, PyTorchJob or PodGroup manifest before anything runs: the
-pods built here (each held by gputopo's gate, as the admission policy would hold it) and the owner itself go
-through ``read_gangs`` as the controller's would. Names, labels and annotations follow each controller, with the
-random suffixes left out; ``tests/unit/gangs/gang_builders.py`` builds the same pods with them.
+``gputopo plan`` takes a Job, JobSet, LeaderWorkerSet, PyTorchJob or PodGroup manifest (or bare Pods that name their
+gang) before anything runs: the pods built here (each held by gputopo's gate, as the admission policy would hold
+it) and the owner objects the operator would watch beside them (the PodGroups in the file, the Job controller's
+PodGroup for a Job with ``spec.scheduling``, a JobSet's child Jobs) go through ``read_gangs`` as the controller's
+would. Names, labels and annotations follow each controller, with the random suffixes left out;
+``tests/unit/gangs/gang_builders.py`` builds the same pods with them.
 
 Pure: manifests in, pods out. A manifest whose size cannot be read is a ``ManifestError`` naming the field.
 """
@@ -35,7 +37,9 @@ KINDS: Final = {
     "LeaderWorkerSet": lws.API_VERSION,
     "PyTorchJob": ptj.API_VERSION,
     "PodGroup": "scheduling.k8s.io/v1beta1",
+    "Pod": "v1",
 }
+_WORKLOADS: Final = ("Job", "JobSet", "LeaderWorkerSet", "PyTorchJob")
 _JOB_NAME_LABELS: Final = ("batch.kubernetes.io/job-name", "job-name")
 _JOB_UID_LABELS: Final = ("batch.kubernetes.io/controller-uid", "controller-uid")
 
@@ -60,11 +64,15 @@ def kind_of(document: object) -> str:
 def pods_of(documents: Sequence[Raw]) -> Pods:
     """The pods the first workload among ``documents`` (a Job, JobSet, LeaderWorkerSet or PyTorchJob) would get,
     read with every PodGroup beside it (one its pods name); without a workload, a PodGroup's, its pod taken from a
-    Pod among them. A document without a namespace is in the owner's, as ``kubectl apply -f`` puts it."""
-    owner = next((d for d in documents if kind_of(d) in KINDS and kind_of(d) != "PodGroup"), None)
+    Pod among them; without either, the Pods themselves (each naming its gang by gputopo's labels or a Kueue pod
+    group's). A document without a namespace is in the owner's, as ``kubectl apply -f`` puts it."""
+    owner = next((d for d in documents if kind_of(d) in _WORKLOADS), None)
     owner = owner or next((d for d in documents if kind_of(d) == "PodGroup"), None)
     if owner is None:
-        raise ManifestError(f"kind: none of {', '.join(KINDS)}")
+        bare = [_owner(d, "") for d in documents if kind_of(d) == "Pod"]
+        if not bare:
+            raise ManifestError(f"kind: none of {', '.join(KINDS)}")
+        return Pods(tuple(_pod(d, d, d["metadata"]["name"], None) for d in bare), Owners())
     body = _owner(owner, "")
     kind, meta = kind_of(body), body["metadata"]
     namespace, name = meta["namespace"], meta["name"]

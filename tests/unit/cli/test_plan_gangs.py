@@ -1,7 +1,8 @@
 """`gputopo plan --job` with a gang gputopo does not own: an Indexed Job (with and without spec.scheduling), a
-JobSet, a LeaderWorkerSet group, a PyTorchJob and a PodGroup with its Pod, planned on a small cluster file; the
---json shape; one line naming the field for anything it cannot plan, garbage included; with --preempt, the
-victims for every shape of a JobSet, for each exclusive part in a pool of its own, and why none helps."""
+JobSet, a LeaderWorkerSet group, a PyTorchJob, a PodGroup with its Pod and bare Pods that name their gang, planned
+on a small cluster file; the --json shape; one line naming the field for anything it cannot plan, garbage included;
+with --preempt, the victims for every shape of a JobSet, for each exclusive part in a pool of its own, and why none
+helps."""
 
 from __future__ import annotations
 
@@ -123,6 +124,17 @@ def bare_pod(gpus: int) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer"}, **template(gpus)}
 
 
+def labelled_pod(name: str, gpus: int, labels: dict[str, str], annotations: dict[str, str]) -> dict[str, Any]:
+    """A bare Pod naming its gang itself (gputopo's labels, or a Kueue pod group's)."""
+    body = bare_pod(gpus)
+    body["metadata"] = {"name": name, "labels": labels, "annotations": annotations}
+    return body
+
+
+GANG_LABELS = {"gputopo.io/gang": "llm", "gputopo.io/gang-size": "2"}
+KUEUE_GROUP = ({"kueue.x-k8s.io/pod-group-name": "llm"}, {"kueue.x-k8s.io/pod-group-total-count": "3"})
+
+
 def _plan(tmp_path: Path, *documents: Any, extra: tuple[str, ...] = ()) -> tuple[int, str, str]:
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump_all(documents) if len(documents) > 1 else yaml.safe_dump(documents[0]))
@@ -141,6 +153,9 @@ PLANNED = [
     ("pytorchjob", [pytorchjob(1, 2, 8)], "pytorchjob", "ft", [8, 8, 8], ["master", "worker", "worker"]),
     ("podgroup-and-pod", [podgroup(2), bare_pod(8)], "podgroup", "pg", [8, 8], ["", ""]),
     ("pod-then-podgroup", [bare_pod(4), podgroup(3)], "podgroup", "pg", [4, 4, 4], ["", "", ""]),
+    ("bare-pods-naming-their-gang", [labelled_pod(f"t-{r}", 8, {**GANG_LABELS, "gputopo.io/rank": str(r)}, {})
+                                     for r in range(2)], "gputopo", "llm", [8, 8], ["", ""]),
+    ("a-kueue-pod-group-s-pod", [labelled_pod("w", 4, *KUEUE_GROUP)], "kueue", "llm", [4, 4, 4], ["", "", ""]),
 ]  # fmt: skip
 
 
