@@ -14,9 +14,9 @@ down a chain of priorities.)
    after ``PreemptionRules.max_domains`` domains.
 2. Greedy: victims are added lowest priority first, then least work lost per GPU freed in the domain, then
    largest, until the gang places; then a minimality pass drops, dearest first, every victim without which
-   it still places, and when that keeps several, densest and smallest first too; the cheapest set within
-   ``max_victims`` is kept (``minimal.cheapest_minimal``), whatever GPUs each victim holds. No subset
-   enumeration: the engine is called O(victims) times per domain.
+   it still places at no worse bus bandwidth, and when that keeps several, densest and smallest first too; the
+   cheapest set within ``max_victims`` is kept (``minimal.cheapest_minimal``), whatever GPUs each victim holds.
+   No subset enumeration: the engine is called O(victims) times per domain.
 3. Cost, compared in order: the highest priority among the victims, the work they lose (GPU-seconds since
    their checkpoint or start, whether or not they can be re-placed at once: a restart loses it either way),
    the GPUs of victims that cannot be re-placed at once elsewhere at no worse bus bandwidth (they wait in the
@@ -39,7 +39,7 @@ priority comes first.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -287,9 +287,15 @@ class _Search:
             return other
         return found
 
-    def _dearness(self, chosen: tuple[int, ...]) -> tuple[int, float]:
-        """The first two fields of the cost: the highest victim priority, the work lost."""
-        return max((self.victims[k].priority for k in chosen), default=_NO_VICTIM), sum(self.work[k] for k in chosen)
+    def _dearness(self, chosen: Sequence[int]) -> tuple[int, float, int]:
+        """The cost's victim fields, as plans are compared: the highest victim priority, the work lost (for a
+        preemptor that may wait, at the best moment within its wait: ``checkpoint_gain``), the gangs broken."""
+        highest = max((self.victims[k].priority for k in chosen), default=_NO_VICTIM)
+        if self.preemptor.checkpoint_wait_s <= 0 or not chosen:
+            return highest, round(sum(self.work[k] for k in chosen)), len(chosen)
+        victims, now = tuple(self.victims[k] for k in chosen), self.rules.now
+        lost = sum(v.work_lost(now) for v in victims) - checkpoint_gain(victims, self.preemptor, self.rules)[1]
+        return highest, round(lost), len(chosen)
 
     def _by_node(self, domain: Domain) -> list[list[int]]:
         """The domain's victims in groups of a node's, nodes cheapest per slot gained first."""
@@ -355,7 +361,7 @@ class _Search:
         # NVLink domains, where nodes in use count against the domain's cap.
         unused = None if any(self.snapshot.nvlink_domains[i] for i in domain.nodes) else unused_by(self.victims)
         victims = VictimCosts(self.victims, self.work, self.index.sizes)
-        kept = cheapest_minimal(greedy, first, places, unused, victims, self.rules.max_victims)
+        kept = cheapest_minimal(greedy, first, places, unused, victims, self._dearness, self.rules.max_victims)
         if kept is None:
             return None
         chosen, placement = kept
