@@ -48,7 +48,7 @@ from gputopo.control.preemptions import (
     nomination_status,
 )
 from gputopo.control.priority import JobPriority, job_priority
-from gputopo.control.queue import Outcome, QueuedJob
+from gputopo.control.queue import NEVER_FITS, Outcome, QueuedJob
 from gputopo.control.view import ClusterView
 from gputopo.gangs.model import Gang
 from gputopo.placement.preemption import Nomination, NoPreemption, PreemptionPolicy, resumes_from
@@ -250,7 +250,7 @@ class PreemptionPass:
                 self._wait(key, why, why.retry_at)
 
     def _wanting(self, outcome: Outcome) -> Wanting | None:
-        if isinstance(outcome.result, Placement) or outcome.result.reason.startswith("waiting behind"):
+        if isinstance(outcome.result, Placement) or outcome.result.reason.startswith(("waiting behind", NEVER_FITS)):
             return None
         key = outcome.queued.key
         found = self.priority(key)

@@ -139,6 +139,15 @@ def _visible_generation(job: JobFacts, pods: Sequence[PodFacts], status: Trainin
     return shown_generation(job, pods)
 
 
+def _queue_of(job: JobFacts, view: ClusterView) -> str:
+    """The queue whose head a job may hold back: its Kueue ClusterQueue's once Kueue admitted it, else its
+    namespace's ("")."""
+    if job.queue_name is None or view.kueue is None:
+        return ""
+    queues = sorted({w.cluster_queue for w in view.kueue.of(job.uid) if w.cluster_queue})
+    return f"clusterqueue/{queues[0]}" if queues else ""
+
+
 def run_pass(
     facts: PassInput, rules: PassRules, on_placed: Callable[[JobActions, PlannedGang], None] | None = None
 ) -> PassResult:
@@ -244,6 +253,7 @@ class _PassState:
                         job.created or now,
                         Request.from_spec(job.spec, name=job.name, gpu_choice=config.gpu_choice),
                         facts.avoid.get(key, frozenset()) | result.avoid_nodes,
+                        queue=_queue_of(job, facts.view),
                     )
                 )
         if self.gangs is not None:

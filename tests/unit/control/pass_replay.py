@@ -293,7 +293,9 @@ def run_pass(
         )
         from gputopo.control.queue import Limits
 
-        rules = reconcile.PassRules(config, place, Limits(300.0, placements=limit), restarts_first=True)
+        # never_fits off: f5ae149 let a job that fits no cluster head its queue, and said so in other words.
+        limits = Limits(300.0, placements=limit, never_fits=False)
+        rules = reconcile.PassRules(config, place, limits, restarts_first=True)
         return reconcile.run_pass(facts, rules, placed), handed
     if quarantine is not None:
         for node, topology in readings:  # at f5ae149 the watch observed each reading as it came
