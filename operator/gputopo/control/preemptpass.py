@@ -7,6 +7,16 @@ A preemptor told to wait for its victims' next checkpoint (its class's ``gputopo
 nominates nothing and touches no victim: it says so (``WaitingForCheckpoint``) and the pass asks to run again at
 that checkpoint (``retry_at``, into the pass's ``wake_at``). Passes run every ``resync_seconds`` anyway (2 s by
 default); the wake keeps the wait exact under a longer period.
+
+A nomination read from a status names its victims in an object a tenant may write (a TrainingJob's
+``status.nomination``, a GangPlacement's). The pass ends only the victims this operator chose for that preemptor
+(``trusted``, kept in memory from the decision while the nomination lives); a victim the nomination names that was
+not so chosen, and not already recorded as preempted by that preemptor, clears the nomination (an operator that
+restarted between the two steps decides again) and ends nobody.
+
+A gang may preempt only when its PriorityClass may, in its namespace (``PreemptionSettings.preemptors``); a gang of
+bare pods (whose size only its own pods declare) only once every declared rank has a pod; a gang whose class
+protects it (``gputopo.io/preemptible: "false"``) is never a victim.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from gputopo.control.gangstep import preempt as preempt_gang
 from gputopo.control.gangstep import wait_for_checkpoint as gang_waits
 from gputopo.control.holders import (
     gang_checkpoint,
-    gang_checkpoint_wait,
+    gang_class,
     gang_holder,
     gang_policy,
     job_holder,
@@ -44,6 +54,7 @@ from gputopo.control.preemptions import (
     gang_name,
     hold,
     lapsed,
+    may_preempt,
     nomination_of,
     nomination_status,
 )
@@ -98,6 +109,8 @@ class PreemptionPass:
     placed: set[JobKey] = field(default_factory=set)  # placed by this pass's queue
     retry_at: datetime | None = None  # the earliest checkpoint a preemptor waits for: the pass asks to run again then
     waiting: set[JobKey] = field(default_factory=set)  # the preemptors told this pass to wait for a checkpoint
+    trusted: Mapping[JobKey, frozenset[str]] = field(default_factory=dict)  # victims this operator chose, by preemptor
+    chosen: dict[JobKey, frozenset[str]] = field(default_factory=dict)  # the victims of this pass's decisions
 
     # -- what the cluster shows --------------------------------------------------------------------------
 
@@ -108,8 +121,11 @@ class PreemptionPass:
         gang = self.gangs.given.gangs.get(key) if self.gangs is not None else None
         if gang is not None and self.gangs is not None:
             bodies = self.gangs.given.bodies
-            wait = gang_checkpoint_wait(gang, bodies, self.view.priority_classes)
-            return JobPriority(gang.priority, gang_policy(gang, bodies), checkpoint_wait_s=wait)
+            found = gang_class(gang, bodies, self.view.priority_classes)
+            if found is None:
+                return JobPriority(gang.priority, gang_policy(gang, bodies))
+            policy = gang_policy(gang, bodies)
+            return JobPriority(gang.priority, policy, "", found.checkpoint_wait_s, found.protected, found.name)
         return None
 
     def read(self) -> None:
@@ -152,14 +168,37 @@ class PreemptionPass:
     # -- step 2: the victims of recorded nominations ended -----------------------------------------------------
 
     def carry_out(self) -> None:
-        """End each victim a recorded nomination names that still holds its plan (and is of lower priority)."""
+        """End each victim a recorded nomination names that still holds its plan (and is of lower priority), when
+        this operator chose it for that preemptor; a nomination naming others is cleared, and ends nobody."""
         for key in sorted(self.recorded):
             status = self._nomination_status(key)
             mine = self.priority(key)
             if status is None or mine is None:
                 continue
+            chosen = self.trusted.get(key, frozenset())
+            foreign = [n for n in status.victims if n not in chosen and not self._preempted_by(victim_key(n), key)]
+            if foreign:
+                self._clear(key, f"the nomination names {len(foreign)} victims this operator did not choose for it")
+                continue
             for name in status.victims:
-                self._end(victim_key(name), key, mine.value, status.domain)
+                if name in chosen:
+                    self._end(victim_key(name), key, mine.value, status.domain)
+
+    def _preempted_by(self, victim: JobKey, preemptor: JobKey) -> bool:
+        """Whether the victim's own record says ``preemptor`` preempted it (a carried-out nomination's victim)."""
+        record: PreemptionStatus | None = None
+        if victim in self.jobs:
+            record = self.jobs[victim].status.preemption
+        elif self.gangs is not None and (found := self.gangs.given.records.get(victim)) is not None:
+            record = found.preemption
+        return record is not None and gang_name(preemptor) in record.preempted_by
+
+    def kept_trust(self) -> dict[JobKey, frozenset[str]]:
+        """The victims chosen per preemptor, for the next pass: those of nominations still recorded or going out."""
+        live = set(self.recorded) | set(self.carried())
+        out = {k: v for k, v in self.trusted.items() if k in live and k not in self.lapsed and k not in self.placed}
+        out.update(self.chosen)
+        return out
 
     def _nomination_status(self, key: JobKey) -> NominationStatus | None:
         if key in self.steps:
@@ -256,6 +295,8 @@ class PreemptionPass:
         found = self.priority(key)
         if found is None or found.policy is PreemptionPolicy.NEVER:
             return None
+        if not may_preempt(self.settings, found.class_name, key[0]):
+            return None  # the operator's list of preemptors does not name its class in its namespace
         request: Request | None = outcome.queued.request
         shapes: tuple[Shape, ...] = ()
         record: PreemptionStatus | None = None
@@ -266,6 +307,8 @@ class PreemptionPass:
             since = job_queued_since(self.jobs[key], status)
         elif self.gangs is not None and key in self.gangs.given.gangs:
             gang = self.gangs.given.gangs[key]
+            if gang.owner is None and gang.missing():
+                return None  # its size is only its own pods' word: no preemption for ranks that do not exist
             requester = self.gangs.given.requester
             shapes = (requester(gang) if requester is not None else None) or ()
             request = shapes[0].request if shapes else None
@@ -289,7 +332,7 @@ class PreemptionPass:
                 continue
             found = self.priority(key)
             if found is not None and (
-                h := job_holder(job, placement, found.value, _work_since(job, step.status), snapshot)
+                h := job_holder(job, placement, found.value, _work_since(job, step.status), snapshot, found.protected)
             ):
                 out.append(h)
         if self.gangs is not None:
@@ -300,7 +343,9 @@ class PreemptionPass:
                     continue
                 if key not in given.records or given.records[key].generation != record.generation:
                     continue  # planned this pass
-                if (h := gang_holder(given.gangs[key], record, given.bodies, snapshot)) is not None:
+                found = self.priority(key)
+                protected = found is not None and found.protected
+                if (h := gang_holder(given.gangs[key], record, given.bodies, snapshot, protected)) is not None:
                     out.append(h)
         return out
 
@@ -339,6 +384,7 @@ class PreemptionPass:
         else:
             return
         self.decided[key] = plan.nomination
+        self.chosen[key] = frozenset(status.victims)
 
 
 def _work_since(job: JobFacts, status: TrainingJobStatus) -> datetime | None:

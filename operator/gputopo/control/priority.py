@@ -5,6 +5,9 @@ applies (the lowest value when several claim it, as the API server does for pods
 deprecated ``spec.priority`` or 0. A class that does not exist is the job's error, named in its status: the API
 server would refuse its pods for the same reason. Parsing never raises: an odd PriorityClass is skipped.
 
+A class, and only a class (an admin's object, not the workload), protects its gangs from preemption: the annotation
+``gputopo.io/preemptible: "false"``.
+
 A class may let its gangs wait for their victims' next checkpoint rather than preempt them at once: the annotation
 ``gputopo.io/checkpoint-wait-seconds`` (0 to 86400 seconds, counted from when the gang was queued). A value that
 does not parse as such reads as 0 (preempt at once), and the facts say why (``error``), for the operator's log.
@@ -17,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gputopo.api.preemption import ANNOTATION_CHECKPOINT_WAIT, MAX_CHECKPOINT_WAIT_SECONDS
+from gputopo.api.preemption import ANNOTATION_CHECKPOINT_WAIT, ANNOTATION_PREEMPTIBLE, MAX_CHECKPOINT_WAIT_SECONDS
 from gputopo.api.trainingjob import TrainingJobSpec
 from gputopo.placement.preemption import PreemptionPolicy
 
@@ -39,6 +42,7 @@ class PriorityClassFacts:
     global_default: bool = False
     checkpoint_wait_s: float = 0.0  # gputopo.io/checkpoint-wait-seconds
     error: str = ""  # what of the class could not be read (and was read as its default)
+    protected: bool = False  # gputopo.io/preemptible: "false": its gangs are never victims
 
 
 def policy_of(value: Any) -> PreemptionPolicy:
@@ -80,6 +84,7 @@ def priority_class_facts(body: Mapping[str, Any]) -> PriorityClassFacts | None:
         body.get("globalDefault") is True,
         wait,
         f"PriorityClass {name}: {problem}" if problem else "",
+        isinstance(annotations, Mapping) and annotations.get(ANNOTATION_PREEMPTIBLE) == "false",
     )
 
 
@@ -89,6 +94,8 @@ class JobPriority:
     policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
     problem: str = ""  # why the job's class cannot be used (it is then Invalid)
     checkpoint_wait_s: float = 0.0  # its class's: how long it may wait for its victims' next checkpoint
+    protected: bool = False  # its class's gputopo.io/preemptible "false": never a victim
+    class_name: str = ""  # the PriorityClass it has it from ("" for none)
 
 
 def job_priority(spec: TrainingJobSpec, classes: Mapping[str, PriorityClassFacts]) -> JobPriority:
@@ -97,10 +104,11 @@ def job_priority(spec: TrainingJobSpec, classes: Mapping[str, PriorityClassFacts
         found = classes.get(name)
         if found is None:
             return JobPriority(0, problem=f"spec.priorityClassName: no PriorityClass named {name!r}")
-        return JobPriority(found.value, found.policy, checkpoint_wait_s=found.checkpoint_wait_s)
+        return JobPriority(found.value, found.policy, "", found.checkpoint_wait_s, found.protected, found.name)
     if spec.priority is not None:
         return JobPriority(spec.priority)
     defaults = sorted((c for c in classes.values() if c.global_default), key=lambda c: (c.value, c.name))
     if defaults:
-        return JobPriority(defaults[0].value, defaults[0].policy, checkpoint_wait_s=defaults[0].checkpoint_wait_s)
+        first = defaults[0]
+        return JobPriority(first.value, first.policy, "", first.checkpoint_wait_s, first.protected, first.name)
     return JobPriority(0)

@@ -76,6 +76,7 @@ class PassInput:
     cache: PlacementCache | None = None
     gangs: GangInput | None = None  # the gangs gputopo places without owning them
     nominated: Mapping[JobKey, tuple[Nomination, datetime]] = field(default_factory=dict)  # decided, not read back
+    trusted: Mapping[JobKey, frozenset[str]] = field(default_factory=dict)  # victims this operator chose, by preemptor
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +109,7 @@ class PassResult:
     preempted: list[Ended] = field(default_factory=list)  # the victims ended this pass
     waiting_for_checkpoint: int = 0  # preemptors that wait for their victims' next checkpoint this pass
     nominated: dict[JobKey, tuple[Nomination, datetime]] = field(default_factory=dict)  # for the next pass
+    trusted: dict[JobKey, frozenset[str]] = field(default_factory=dict)  # for the next pass
 
 
 def planned_from_status(statuses: Iterable[tuple[JobKey, TrainingJobStatus]]) -> list[PlannedGang]:
@@ -214,6 +216,7 @@ class _PassState:
                 rules.config,
                 facts.now,
                 pending=facts.nominated,
+                trusted=facts.trusted,
             )
             if rules.preemption is not None and rules.preemption.enabled
             else None
@@ -329,6 +332,7 @@ class _PassState:
             out.preempted = self.preemption.ended
             out.waiting_for_checkpoint = len(self.preemption.waiting)
             out.nominated = self.preemption.carried()
+            out.trusted = self.preemption.kept_trust()
         if self.gangs is not None:
             out.gang_actions = self.gangs.actions()
             out.gang_plans = self.gangs.plans

@@ -72,6 +72,7 @@ class Runtime:
     readings: list[Reading] = field(default_factory=list)  # NodeTopologies read since the last pass
     # Nominations decided whose status writes are not read back yet (``PreemptionPass.carried``).
     nominated: dict[JobKey, tuple[Nomination, datetime]] = field(default_factory=dict)
+    trusted: dict[JobKey, frozenset[str]] = field(default_factory=dict)  # the victims it chose, by preemptor
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     urgent: asyncio.Event = field(default_factory=asyncio.Event)  # the news can change a plan: no quiet window
     # When the last pass ended having had nothing to place while gangs' writes went out (monotonic); None else.
@@ -218,6 +219,7 @@ class Runtime:
             cache=self.placement_cache,
             gangs=world.gangs,
             nominated=self.nominated,
+            trusted=self.trusted,
         )
         s = self.settings
         limits = Limits(s.starvation_seconds, s.placements_per_pass, s.pass_planning_seconds, time.perf_counter)
@@ -233,7 +235,7 @@ class Runtime:
         )
         rules = PassRules(self.config, self.place, limits, restarts_first=True, preemption=preemption)
         result = run_pass(facts, rules, placed)
-        self.nominated = result.nominated
+        self.nominated, self.trusted = result.nominated, result.trusted
         if result.warmed:
             logger.debug("planner warmed for %d job shapes", result.warmed)
         self.ledger.prune(result.visible)
