@@ -30,7 +30,6 @@ from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.ledger import Ledger, PlannedGang
 from gputopo.control.lifecycle import Config
 from gputopo.control.memory import Memory, Release
-from gputopo.control.preemptions import PreemptionSettings
 from gputopo.control.quarantine import Quarantine
 from gputopo.control.queue import Limits
 from gputopo.control.reconcile import PassInput, PassResult, PassRules, Reading, World, run_pass
@@ -105,7 +104,9 @@ class Runtime:
     @property
     def config(self) -> Config:
         s = self.settings
-        return Config(s.tiers, s.unschedulable_timeout_seconds, s.node_not_ready_grace_seconds, s.gpu_allocation)
+        return Config(
+            s.tiers, s.unschedulable_timeout_seconds, s.node_not_ready_grace_seconds, s.gpu_allocation, s.queue_names
+        )
 
     def poke(self, urgent: bool = True) -> None:
         """Something changed: run a pass soon. Not ``urgent``: the change cannot alter a plan (see the module)."""
@@ -223,16 +224,7 @@ class Runtime:
         )
         s = self.settings
         limits = Limits(s.starvation_seconds, s.placements_per_pass, s.pass_planning_seconds, time.perf_counter)
-        preemption = (
-            PreemptionSettings(
-                True,
-                s.preemption_protection_seconds,
-                s.preemption_max_victims_per_pass,
-                max_victims_per_gang=s.preemption_max_victims_per_gang,
-            )
-            if s.preemption
-            else None
-        )
+        preemption = s.preemption_settings
         rules = PassRules(self.config, self.place, limits, restarts_first=True, preemption=preemption)
         result = run_pass(facts, rules, placed)
         self.nominated, self.trusted = result.nominated, result.trusted
