@@ -1,9 +1,11 @@
 """A gang's priority the Kubernetes way: a PriorityClass by name, its value and its preemptionPolicy.
 
 A TrainingJob names a class (``spec.priorityClassName``); with none, the cluster's ``globalDefault`` class
-applies (the lowest value when several claim it, as the API server does for pods); with none of those, the
-deprecated ``spec.priority`` or 0. A class that does not exist is the job's error, named in its status: the API
-server would refuse its pods for the same reason. Parsing never raises: an odd PriorityClass is skipped.
+applies (the lowest value when several claim it, as the API server does for pods); with none of those, 0. The
+deprecated ``spec.priority`` needs no PriorityClass, so it is held to what Kubernetes grants a pod that names no
+class: it may lower a job's priority below that (a job may always yield), never raise it above. A class that does
+not exist is the job's error, named in its status: the API server would refuse its pods for the same reason.
+Parsing never raises: an odd PriorityClass is skipped.
 
 A class, and only a class (an admin's object, not the workload), protects its gangs from preemption: the annotation
 ``gputopo.io/preemptible: "false"``.
@@ -105,10 +107,11 @@ def job_priority(spec: TrainingJobSpec, classes: Mapping[str, PriorityClassFacts
         if found is None:
             return JobPriority(0, problem=f"spec.priorityClassName: no PriorityClass named {name!r}")
         return JobPriority(found.value, found.policy, "", found.checkpoint_wait_s, found.protected, found.name)
-    if spec.priority is not None:
-        return JobPriority(spec.priority)
     defaults = sorted((c for c in classes.values() if c.global_default), key=lambda c: (c.value, c.name))
+    granted = JobPriority(0)
     if defaults:
         first = defaults[0]
-        return JobPriority(first.value, first.policy, "", first.checkpoint_wait_s, first.protected, first.name)
-    return JobPriority(0)
+        granted = JobPriority(first.value, first.policy, "", first.checkpoint_wait_s, first.protected, first.name)
+    if spec.priority is not None and spec.priority < granted.value:
+        return JobPriority(spec.priority, granted.policy, protected=granted.protected)
+    return granted

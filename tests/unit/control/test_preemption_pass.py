@@ -288,12 +288,14 @@ def test_a_nomination_lapses_when_its_node_is_cordoned() -> None:
     assert any(e.reason == "NominationLapsed" for e in mine.events)
 
 
-def test_priority_comes_from_the_class_the_deprecated_field_or_the_global_default() -> None:
+def test_priority_comes_from_the_class_or_the_global_default_and_the_deprecated_field_only_lowers_it() -> None:
+    """spec.priority needs no PriorityClass: it may yield below what the cluster grants, never rise above it."""
     low, pods = low_running()
-    assert step([low, job("old", priority=500, status=None)], pods, view(*pods)).nominated != {}
+    assert step([low, job("old", priority=500, status=None)], pods, view(*pods)).nominated == {}
     default = {**CLASSES, "default": PriorityClassFacts("default", 2000, global_default=True)}
     v = replace(view(*pods), priority_classes=default)
     assert step([low, job("plain", priority=None)], pods, v).nominated != {}
+    assert step([low, job("yields", priority=50)], pods, v).nominated == {}
 
 
 def test_an_unknown_priority_class_makes_the_job_invalid_naming_the_field() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from control_builders import job
 from test_gang_pass import gang as foreign_gang
 from test_gang_pass import member
 from test_preemption_pass import (
@@ -24,7 +25,7 @@ from test_preemption_pass import (
 
 from gputopo.api.preemption import NodeGpus, NominationStatus
 from gputopo.control.preemptions import PreemptionSettings, may_preempt
-from gputopo.control.priority import PriorityClassFacts, priority_class_facts
+from gputopo.control.priority import PriorityClassFacts, job_priority, priority_class_facts
 from gputopo.placement import Placement
 from gputopo.placement.preemption import PreemptionRules, RunningGang, min_runtime
 
@@ -140,3 +141,20 @@ def test_a_priority_class_protects_its_gangs_only_with_the_exact_annotation(
 ) -> None:
     found = priority_class_facts({"metadata": {"name": "c", "annotations": notes}, "value": 5})
     assert isinstance(found, PriorityClassFacts) and found.protected is protected
+
+
+DEPRECATED = [
+    # (case, spec.priority, the cluster's classes, the priority the job gets)
+    ("no-default-cannot-rise-above-zero", 1000, {}, 0),
+    ("no-default-may-yield-below-zero", -5, {}, -5),
+    ("cannot-rise-above-the-default", 1000, {"d": PriorityClassFacts("d", 100, global_default=True)}, 100),
+    ("may-yield-below-the-default", 7, {"d": PriorityClassFacts("d", 100, global_default=True)}, 7),
+]
+
+
+@pytest.mark.parametrize(("case", "value", "classes", "granted"), DEPRECATED, ids=[c[0] for c in DEPRECATED])
+def test_the_deprecated_priority_never_beats_what_the_cluster_grants(
+    case: str, value: int, classes: dict[str, PriorityClassFacts], granted: int
+) -> None:
+    spec = job("old", priority=value).spec
+    assert spec is not None and job_priority(spec, classes).value == granted
