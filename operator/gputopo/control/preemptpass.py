@@ -165,6 +165,26 @@ class PreemptionPass:
         out.update((k, (n, self.now)) for k, n in self.decided.items())
         return out
 
+    def named(self, key: JobKey, reader: str) -> str:
+        """How a message read in namespace ``reader`` names the gang ``key``: by its name in its own namespace, by
+        its UID in another's (as Kueue names another tenant's workload), never by that tenant's names."""
+        if key[0] == reader:
+            return gang_name(key)
+        return f"a gang of another namespace (UID {self._uid(key) or 'unknown'})"
+
+    def _uid(self, key: JobKey) -> str:
+        """A TrainingJob's UID; a foreign gang's GangPlacement's, else its owner's, else its first pod's."""
+        if key in self.jobs:
+            return self.jobs[key].uid
+        if self.gangs is None or (gang := self.gangs.given.gangs.get(key)) is None:
+            return ""
+        record = self.gangs.given.records.get(key)
+        if record is not None and record.uid:
+            return record.uid
+        if gang.owner is not None:
+            return gang.owner.uid
+        return min(gang.members, key=lambda m: m.rank).uid if gang.members else ""
+
     # -- step 2: the victims of recorded nominations ended -----------------------------------------------------
 
     def carry_out(self) -> None:
@@ -215,7 +235,7 @@ class PreemptionPass:
         if theirs is None or theirs.value >= priority:
             return
         by = gang_name(preemptor)
-        message = f"preempted by {by} (priority {priority}) to clear {domain}"
+        message = f"preempted by {self.named(preemptor, victim[0])} (priority {priority}) to clear {domain}"
         now = self.now
         if victim in self.steps:
             job, out = self.jobs[victim], self.steps[victim]
@@ -354,7 +374,7 @@ class PreemptionPass:
         when = datetime.fromtimestamp(retry_at, UTC)
         self.retry_at = when if self.retry_at is None else min(self.retry_at, when)
         self.waiting.add(key)
-        victims = ", ".join(why.details[:_NAMED_WAITING]) or "its victims"
+        victims = ", ".join(self.named(victim_key(v), key[0]) for v in why.details[:_NAMED_WAITING]) or "its victims"
         if len(why.details) > _NAMED_WAITING:
             victims += f" and {len(why.details) - _NAMED_WAITING} more"
         head = f"waiting until {when.isoformat(timespec='seconds')} for the next checkpoint of {victims}"
@@ -368,7 +388,7 @@ class PreemptionPass:
     def _nominate(self, decision: Decision) -> None:
         key, plan = decision.preemptor, decision.plan
         status = nomination_status(plan, self.now)
-        names = ", ".join(status.victims)
+        names = ", ".join(self.named(victim_key(v), key[0]) for v in status.victims)
         message = (
             f"preempting {len(plan.victims)} lower-priority {'gang' if len(plan.victims) == 1 else 'gangs'} "
             f"({names}) to clear {plan.domain.name}: estimated bus bandwidth {plan.placement.busbw_gbps:.1f} GB/s "

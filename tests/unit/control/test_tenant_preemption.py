@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from control_builders import job
 from test_gang_pass import gang as foreign_gang
-from test_gang_pass import member
+from test_gang_pass import member, recorded
 from test_preemption_pass import (
     HIGH,
     LOW,
@@ -23,6 +23,7 @@ from test_preemption_pass import (
     view,
 )
 
+from gputopo.api.conditions import PREEMPTED
 from gputopo.api.preemption import NodeGpus, NominationStatus
 from gputopo.control.preemptions import PreemptionSettings, may_preempt
 from gputopo.control.priority import PriorityClassFacts, job_priority, priority_class_facts
@@ -158,3 +159,21 @@ def test_the_deprecated_priority_never_beats_what_the_cluster_grants(
 ) -> None:
     spec = job("old", priority=value).spec
     assert spec is not None and job_priority(spec, classes).value == granted
+
+
+def test_messages_name_a_gang_of_another_namespace_by_its_uid() -> None:
+    """A gang of namespace team preempts a TrainingJob of namespace default: neither tenant's messages or Events
+    name the other's namespace or job, only its UID."""
+    low, pods, v = _low_on_two_nodes()
+    pending = foreign_gang(member(0), member(1), priority=1000)
+    first = step([low], pods, v, gangs=_gang_input(pending, None))
+    record = recorded(first)
+    assert f"UID {low.uid}" in record.message and "default/low" not in record.message
+    said = [e.message for a in first.gang_actions for _, e in a.events]
+    assert said and all("default/low" not in m for m in said)
+    result = step([low], pods, v, now=1001.0, gangs=_gang_input(pending, record))
+    theirs = next(a for a in result.actions if a.job == LOW)
+    assert theirs.status is not None
+    preempted = next(c for c in theirs.status.conditions if c.type == PREEMPTED)
+    assert "team/" not in preempted.message and "UID " in preempted.message
+    assert all("team/" not in e.message for e in theirs.events)
