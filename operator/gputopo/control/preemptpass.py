@@ -14,6 +14,11 @@ A nomination read from a status names its victims in an object a tenant may writ
 not so chosen, and not already recorded as preempted by that preemptor, clears the nomination (an operator that
 restarted between the two steps decides again) and ends nobody.
 
+A TrainingJob preempts only once the API server said, by a dry run of one rank's pod, that it would admit the job's
+pods (``admission``): the pass asks for the dry run (``checks``) and preempts nobody for the job until the answer
+for the job as it is now is in ``admissions``; a refusal is said in the job's ``Placed`` condition. Without
+``admissions`` (None) nothing is asked.
+
 A gang may preempt only when its PriorityClass may, in its namespace (``PreemptionSettings.preemptors``); a gang of
 bare pods (whose size only its own pods declare) only once every declared rank has a pod; a gang whose class
 protects it (``gputopo.io/preemptible: "false"``) is never a victim.
@@ -25,9 +30,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from gputopo.api.conditions import INVALID, KUEUE_ADMITTED, PLACED
+from gputopo.api.conditions import INVALID, KUEUE_ADMITTED, PLACED, set_condition
 from gputopo.api.preemption import NominationStatus, PreemptionStatus
 from gputopo.api.trainingjob import JobPhase, TrainingJobStatus
+from gputopo.control.admission import AdmissionAnswer, AdmissionCheck, admission_check, admission_signature
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.gangpass import GangPass
 from gputopo.control.gangrecords import GangRecord, status_of
@@ -111,6 +117,8 @@ class PreemptionPass:
     waiting: set[JobKey] = field(default_factory=set)  # the preemptors told this pass to wait for a checkpoint
     trusted: Mapping[JobKey, frozenset[str]] = field(default_factory=dict)  # victims this operator chose, by preemptor
     chosen: dict[JobKey, frozenset[str]] = field(default_factory=dict)  # the victims of this pass's decisions
+    admissions: Mapping[JobKey, AdmissionAnswer] | None = None  # the dry runs' answers; None: none is asked
+    checks: list[AdmissionCheck] = field(default_factory=list)  # the dry runs to ask before preempting
 
     # -- what the cluster shows --------------------------------------------------------------------------
 
@@ -322,6 +330,8 @@ class PreemptionPass:
         record: PreemptionStatus | None = None
         since: datetime | None = None
         if key in self.jobs:
+            if not self._admitted(key):
+                return None
             status = self.steps[key].status if key in self.steps else self.jobs[key].status
             record = status.preemption if key in self.steps else None
             since = job_queued_since(self.jobs[key], status)
@@ -340,6 +350,28 @@ class PreemptionPass:
         at, by = protection(record)
         waiting_since = since.timestamp() if since is not None else None
         return Wanting(key, request, found.value, found.policy, by, at, shapes, found.checkpoint_wait_s, waiting_since)
+
+    def _admitted(self, key: JobKey) -> bool:
+        """Whether the API server said it would admit the job's pods; when not asked yet (or asked of the job as it
+        was), the dry run is asked for and the job preempts nobody this pass."""
+        if self.admissions is None:
+            return True
+        job = self.jobs[key]
+        answer = self.admissions.get(key)
+        if answer is None or answer.signature != admission_signature(job):
+            node = min(self.view.nodes, default=None)
+            check = admission_check(job, node) if node is not None else None
+            if check is not None:
+                self.checks.append(check)
+            return False
+        if answer.refusal and key in self.steps:
+            status = self.steps[key].status
+            placed = next((c for c in status.conditions if c.type == PLACED), None)
+            said = f"it preempts nobody: the API server would refuse its pods: {answer.refusal}"
+            if placed is not None and said not in placed.message:
+                message = f"{placed.message}; {said}" if placed.message else said
+                status.conditions = set_condition(status.conditions, placed.model_copy(update={"message": message}))
+        return not answer.refusal
 
     def _holders(self, snapshot: Snapshot) -> list[Holder]:
         out: list[Holder] = []

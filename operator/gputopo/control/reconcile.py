@@ -13,6 +13,7 @@ from datetime import datetime
 
 from gputopo.api.trainingjob import TrainingJobStatus
 from gputopo.control.actions import JobActions
+from gputopo.control.admission import AdmissionAnswer, AdmissionCheck
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.gangactions import GangActions
 from gputopo.control.gangpass import GangInput, GangPass
@@ -77,6 +78,7 @@ class PassInput:
     gangs: GangInput | None = None  # the gangs gputopo places without owning them
     nominated: Mapping[JobKey, tuple[Nomination, datetime]] = field(default_factory=dict)  # decided, not read back
     trusted: Mapping[JobKey, frozenset[str]] = field(default_factory=dict)  # victims this operator chose, by preemptor
+    admissions: Mapping[JobKey, AdmissionAnswer] | None = None  # dry runs' answers (``admission``); None: none asked
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +112,7 @@ class PassResult:
     waiting_for_checkpoint: int = 0  # preemptors that wait for their victims' next checkpoint this pass
     nominated: dict[JobKey, tuple[Nomination, datetime]] = field(default_factory=dict)  # for the next pass
     trusted: dict[JobKey, frozenset[str]] = field(default_factory=dict)  # for the next pass
+    admission_checks: list[AdmissionCheck] = field(default_factory=list)  # dry runs to ask before preempting
 
 
 def planned_from_status(statuses: Iterable[tuple[JobKey, TrainingJobStatus]]) -> list[PlannedGang]:
@@ -217,6 +220,7 @@ class _PassState:
                 facts.now,
                 pending=facts.nominated,
                 trusted=facts.trusted,
+                admissions=facts.admissions,
             )
             if rules.preemption is not None and rules.preemption.enabled
             else None
@@ -333,6 +337,7 @@ class _PassState:
             out.waiting_for_checkpoint = len(self.preemption.waiting)
             out.nominated = self.preemption.carried()
             out.trusted = self.preemption.kept_trust()
+            out.admission_checks = self.preemption.checks
         if self.gangs is not None:
             out.gang_actions = self.gangs.actions()
             out.gang_plans = self.gangs.plans

@@ -34,6 +34,7 @@ from gputopo.control.quarantine import Quarantine
 from gputopo.control.queue import Limits
 from gputopo.control.reconcile import PassInput, PassResult, PassRules, Reading, World, run_pass
 from gputopo.control.statuscache import StatusCache
+from gputopo.controller.dryruns import DryRuns
 from gputopo.controller.gangside import GangSide
 from gputopo.controller.metrics import Metrics
 from gputopo.controller.settings import OperatorSettings
@@ -72,6 +73,7 @@ class Runtime:
     # Nominations decided whose status writes are not read back yet (``PreemptionPass.carried``).
     nominated: dict[JobKey, tuple[Nomination, datetime]] = field(default_factory=dict)
     trusted: dict[JobKey, frozenset[str]] = field(default_factory=dict)  # the victims it chose, by preemptor
+    dry_runs: DryRuns = field(default_factory=DryRuns)  # asked before preempting for a TrainingJob
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     urgent: asyncio.Event = field(default_factory=asyncio.Event)  # the news can change a plan: no quiet window
     # When the last pass ended having had nothing to place while gangs' writes went out (monotonic); None else.
@@ -176,6 +178,7 @@ class Runtime:
             self.report_timer.cancel()
         for key, turn in self.memory.bindings():
             self._give_up_turn(key, turn)
+        await self.dry_runs.close()
         pending = {*self.writing.values(), *self.events_in_flight}
         if not pending:
             return
@@ -221,6 +224,7 @@ class Runtime:
             gangs=world.gangs,
             nominated=self.nominated,
             trusted=self.trusted,
+            admissions=dict(self.dry_runs.answers),
         )
         s = self.settings
         limits = Limits(s.starvation_seconds, s.placements_per_pass, s.pass_planning_seconds, time.perf_counter)
@@ -228,6 +232,8 @@ class Runtime:
         rules = PassRules(self.config, self.place, limits, restarts_first=True, preemption=preemption)
         result = run_pass(facts, rules, placed)
         self.nominated, self.trusted = result.nominated, result.trusted
+        self.dry_runs.prune(jobs.keys())
+        self.dry_runs.ask(result.admission_checks, self.client, self.poke)
         if result.warmed:
             logger.debug("planner warmed for %d job shapes", result.warmed)
         self.ledger.prune(result.visible)

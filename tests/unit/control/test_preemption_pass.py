@@ -3,7 +3,7 @@ held for the preemptor alone, and every way a gang may not preempt or be preempt
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -17,6 +17,7 @@ from test_gang_pass import run as run_gangs
 
 from gputopo.api.conditions import INVALID, PLACED, PREEMPTED
 from gputopo.api.trainingjob import JobPhase, TrainingJobStatus
+from gputopo.control.admission import AdmissionAnswer
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.gangpass import GangInput, GangPlanner
 from gputopo.control.gangrecords import GangRecord
@@ -73,6 +74,7 @@ def step(
     gangs: GangInput | None = None,
     settings: PreemptionSettings | None = SETTINGS,
     restarted: bool = False,
+    admissions: Mapping[JobKey, AdmissionAnswer] | None = None,
 ) -> PassResult:
     """One pass of the operator that ran the test's earlier passes (``TRUSTED``), or of a new one (``restarted``)."""
     if restarted:
@@ -89,6 +91,7 @@ def step(
         gangs=gangs,
         nominated=nominated or {},
         trusted=dict(TRUSTED),
+        admissions=admissions,
     )
     result = run_pass(facts, PassRules(CONFIG, place, preemption=settings))
     TRUSTED.clear()

@@ -4,6 +4,7 @@ do not exist."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -25,6 +26,7 @@ from test_preemption_pass import (
 
 from gputopo.api.conditions import PREEMPTED
 from gputopo.api.preemption import NodeGpus, NominationStatus
+from gputopo.control.admission import AdmissionAnswer, admission_signature
 from gputopo.control.preemptions import PreemptionSettings, may_preempt
 from gputopo.control.priority import PriorityClassFacts, job_priority, priority_class_facts
 from gputopo.placement import Placement
@@ -177,3 +179,40 @@ def test_messages_name_a_gang_of_another_namespace_by_its_uid() -> None:
     preempted = next(c for c in theirs.status.conditions if c.type == PREEMPTED)
     assert "team/" not in preempted.message and "UID " in preempted.message
     assert all("team/" not in e.message for e in theirs.events)
+
+
+def test_a_job_preempts_nobody_before_the_api_server_said_it_would_admit_its_pods() -> None:
+    """The pass asks for a dry run of one rank's pod as the job would create it, and preempts nobody meanwhile."""
+    low, pods = low_running()
+    high = tj("high", "prod")
+    first = step([low, high], pods, view(*pods), admissions={})
+    assert HIGH not in first.nominated
+    (check,) = first.admission_checks
+    assert check.key == HIGH and check.signature == admission_signature(high)
+    assert check.pod["spec"]["priorityClassName"] == "prod"
+    assert check.pod["metadata"]["namespace"] == "default" and check.pod["metadata"]["name"] == "high-0"
+    assert check.pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+
+
+ANSWERS = [
+    # (case, the answer, nominated, asked again)
+    ("admitted", lambda sig: AdmissionAnswer(sig, ""), True, False),
+    ("refused", lambda sig: AdmissionAnswer(sig, 'pods "high-0" is forbidden: exceeded quota'), False, False),
+    ("answered-for-the-job-as-it-was", lambda sig: AdmissionAnswer("other/1", ""), False, True),
+]
+
+
+@pytest.mark.parametrize(("case", "answer", "nominated", "asked"), ANSWERS, ids=[c[0] for c in ANSWERS])
+def test_a_job_preempts_only_on_an_admission_of_the_job_as_it_is(
+    case: str, answer: Callable[[str], AdmissionAnswer], nominated: bool, asked: bool
+) -> None:
+    low, pods = low_running()
+    high = tj("high", "prod")
+    given = {HIGH: answer(admission_signature(high))}
+    result = step([low, high], pods, view(*pods), admissions=given)
+    assert (HIGH in result.nominated) is nominated
+    assert bool(result.admission_checks) is asked
+    if case == "refused":
+        mine = next(a.status for a in result.actions if a.job == HIGH and a.status is not None)
+        placed_ = next(c for c in mine.conditions if c.type == "Placed")
+        assert 'the API server would refuse its pods: pods "high-0" is forbidden: exceeded quota' in placed_.message
