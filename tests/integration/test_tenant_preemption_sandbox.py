@@ -4,8 +4,9 @@ The tenant is a user with nothing but its own namespace's rights: a RoleBinding 
 ``TENANT`` (and ``TENANT_Q``), plus TrainingJobs and their status there (what a CRD aggregated to ``admin`` would
 give it). Every write of the tenant goes through ``kubectl --as``. The other namespace (``OTHERS``) runs gangs of its
 own. One operator watches the three with the settings a shared cluster would use: only ``OTHERS`` may preempt with
-the high class, the longest minimum runtime a workload may claim is a few seconds, the queue starves after one
-second, and ``TENANT_Q`` runs TrainingJobs only under Kueue's quota.
+the high class, ``TENANT`` with the middle one, which its ResourceQuota (set by the admins) grants no pod; the
+longest minimum runtime a workload may claim is a few seconds, the queue starves after one second, and ``TENANT_Q``
+runs TrainingJobs only under Kueue's quota.
 
 Each test confines its gangs to a free 8-GPU node, so the cluster is full for them alone.
 """
@@ -31,12 +32,12 @@ from gputopo.sandbox.testing import SandboxHandle
 
 OTHERS, TENANT, TENANT_Q = "tenancy-others", "tenancy-tenant", "tenancy-tenant-q"
 USER = "tenancy-tenant-admin"
-LOW, HIGH = "gputopo-test-tenancy-low", "gputopo-test-tenancy-high"
-CLASSES = {LOW: 100, HIGH: 1000}
+LOW, MID, HIGH = "gputopo-test-tenancy-low", "gputopo-test-tenancy-mid", "gputopo-test-tenancy-high"
+CLASSES = {LOW: 100, MID: 500, HIGH: 1000}
 QUIET_SECONDS = 15.0  # how long a victim must keep running to count as not preempted
 SETTINGS = {
     "GPUTOPO_NAMESPACES": f"{OTHERS},{TENANT},{TENANT_Q}",
-    "GPUTOPO_PREEMPTION_CLASSES": json.dumps({HIGH: [OTHERS]}),
+    "GPUTOPO_PREEMPTION_CLASSES": json.dumps({HIGH: [OTHERS], MID: [TENANT]}),
     "GPUTOPO_PREEMPTION_MAX_MIN_RUNTIME_SECONDS": "3",
     "GPUTOPO_STARVATION_SECONDS": "1",
     "GPUTOPO_KUEUE_MANAGE_JOBS_WITHOUT_QUEUE_NAME": "true",
@@ -81,7 +82,20 @@ def operator(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -
     log_file = tmp_path_factory.mktemp("tenancy") / "operator.log"
     for namespace in (TENANT, TENANT_Q):
         sandbox.kubectl("create", "namespace", namespace, check=False)
-    rights = [r for ns in (TENANT, TENANT_Q) for r in _tenant_rights(ns)]
+    rights: list[dict[str, Any]] = [r for ns in (TENANT, TENANT_Q) for r in _tenant_rights(ns)]
+    rights.append(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "no-mid-class", "namespace": TENANT},
+            "spec": {
+                "hard": {"pods": "0"},
+                "scopeSelector": {
+                    "matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": [MID]}]
+                },
+            },
+        }
+    )
     sandbox.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": rights}))
     try:
         with (
@@ -157,6 +171,27 @@ def test_a_class_the_operator_does_not_list_for_the_namespace_preempts_nobody(
     others.apply(confined("victim", OTHERS, node, priorityClassName=LOW))
     running_on(others, "victim")
     tenant.apply(confined("grab", TENANT, node, priorityClassName=HIGH))
+    keeps_running(others, "victim")
+    assert "nomination" not in tenant.status("grab")
+
+
+def test_a_class_the_namespaces_quota_forbids_preempts_nobody(
+    sandbox: SandboxHandle, others: Jobs, tenant: Jobs
+) -> None:
+    """The middle class may preempt in the tenant's namespace, but its quota grants that class no pod: the dry run
+    of one rank's pod is refused, so nobody is preempted for pods that would be refused after."""
+    node = sandbox.free_gpu_nodes(1)[0]
+    others.apply(confined("victim", OTHERS, node, priorityClassName=LOW))
+    running_on(others, "victim")
+    tenant.apply(confined("grab", TENANT, node, priorityClassName=MID))
+
+    def refused() -> str | None:
+        placed = tenant.condition("grab", "Placed")
+        message = str(placed.get("message", "")) if placed else ""
+        return message if "the API server would refuse its pods" in message else None
+
+    message = tenant.wait("the tenant's job told its pods would be refused", refused, timeout=60)
+    assert "exceeded quota" in message or "forbidden" in message
     keeps_running(others, "victim")
     assert "nomination" not in tenant.status("grab")
 
