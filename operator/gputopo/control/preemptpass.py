@@ -8,11 +8,12 @@ nominates nothing and touches no victim: it says so (``WaitingForCheckpoint``) a
 that checkpoint (``retry_at``, into the pass's ``wake_at``). Passes run every ``resync_seconds`` anyway (2 s by
 default); the wake keeps the wait exact under a longer period.
 
-A nomination read from a status names its victims in an object a tenant may write (a TrainingJob's
-``status.nomination``, a GangPlacement's). The pass ends only the victims this operator chose for that preemptor
-(``trusted``, kept in memory from the decision while the nomination lives); a victim the nomination names that was
-not so chosen, and not already recorded as preempted by that preemptor, clears the nomination (an operator that
-restarted between the two steps decides again) and ends nobody.
+A nomination read from a status names its victims and GPUs in an object a tenant may write (a TrainingJob's
+``status.nomination``, a GangPlacement's). The pass carries out, and holds GPUs for, only a nomination this operator
+decided for that preemptor with those very victims (``trusted``, kept in memory from the decision while the
+nomination lives). Any other (written by someone else, or by the operator before it restarted) is cleared, ends
+nobody and holds nothing; the preemptor is decided for again. A victim already ended is recorded as such in its own
+status, and a foreign gang's pods left after a partial eviction go from that record, not from the nomination.
 
 A TrainingJob preempts only once the API server said, by a dry run of one rank's pod, that it would admit the job's
 pods (``admission``): the pass asks for the dry run (``checks``) and preempts nobody for the job until the answer
@@ -197,29 +198,18 @@ class PreemptionPass:
 
     def carry_out(self) -> None:
         """End each victim a recorded nomination names that still holds its plan (and is of lower priority), when
-        this operator chose it for that preemptor; a nomination naming others is cleared, and ends nobody."""
+        this operator decided that nomination; any other is cleared, and ends nobody."""
         for key in sorted(self.recorded):
             status = self._nomination_status(key)
             mine = self.priority(key)
             if status is None or mine is None:
                 continue
-            chosen = self.trusted.get(key, frozenset())
-            foreign = [n for n in status.victims if n not in chosen and not self._preempted_by(victim_key(n), key)]
-            if foreign:
-                self._clear(key, f"the nomination names {len(foreign)} victims this operator did not choose for it")
+            chosen = self.trusted.get(key)
+            if chosen is None or any(name not in chosen for name in status.victims):
+                self._clear(key, "the nomination is not one this operator decided: it is decided again")
                 continue
             for name in status.victims:
-                if name in chosen:
-                    self._end(victim_key(name), key, mine.value, status.domain)
-
-    def _preempted_by(self, victim: JobKey, preemptor: JobKey) -> bool:
-        """Whether the victim's own record says ``preemptor`` preempted it (a carried-out nomination's victim)."""
-        record: PreemptionStatus | None = None
-        if victim in self.jobs:
-            record = self.jobs[victim].status.preemption
-        elif self.gangs is not None and (found := self.gangs.given.records.get(victim)) is not None:
-            record = found.preemption
-        return record is not None and gang_name(preemptor) in record.preempted_by
+                self._end(victim_key(name), key, mine.value, status.domain)
 
     def kept_trust(self) -> dict[JobKey, frozenset[str]]:
         """The victims chosen per preemptor, for the next pass: those of nominations still recorded or going out."""

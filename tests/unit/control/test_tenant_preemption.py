@@ -216,3 +216,12 @@ def test_a_job_preempts_only_on_an_admission_of_the_job_as_it_is(
         mine = next(a.status for a in result.actions if a.job == HIGH and a.status is not None)
         placed_ = next(c for c in mine.conditions if c.type == "Placed")
         assert 'the API server would refuse its pods: pods "high-0" is forbidden: exceeded quota' in placed_.message
+
+
+def test_a_forged_nomination_holds_no_gpus() -> None:
+    """A nomination naming no victim, only free GPUs, would reserve them for the forger ahead of the queue."""
+    forger = tj("high", "research")
+    forger = replace(forger, status=forger.status.model_copy(update={"nomination": forged([])}))
+    first_in_line = tj("older", "research")  # created before the forger: first in the queue
+    result = step([forger, first_in_line], [], view())
+    assert [p["metadata"]["name"] for a in result.actions if a.job[1] == "older" for p in a.pods] == ["older-0"]
