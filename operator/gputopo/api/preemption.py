@@ -37,9 +37,11 @@ ANNOTATION_CHECKPOINT_INTERVAL: Final = "gputopo.io/checkpoint-interval-seconds"
 # wait for its victims' next checkpoint rather than preempt them now. Absent or 0: it preempts at once.
 ANNOTATION_CHECKPOINT_WAIT: Final = "gputopo.io/checkpoint-wait-seconds"
 MAX_CHECKPOINT_WAIT_SECONDS: Final = 86_400
-# On a foreign gang's pods: "false" keeps the gang from ever being a victim.
+# On a PriorityClass (an admin's): "false" keeps the class's gangs from ever being victims. On a workload it is
+# ignored: a tenant does not opt out of preemption.
 ANNOTATION_PREEMPTIBLE: Final = "gputopo.io/preemptible"
-# On a foreign gang's pods: seconds after its start during which the gang is not a victim.
+# On a foreign gang's pods: seconds after its start during which the gang is not a victim (at most the operator's
+# preemption.maxMinRuntimeSeconds).
 ANNOTATION_MIN_RUNTIME: Final = "gputopo.io/min-runtime-seconds"
 
 MAX_NAMED: Final = 64  # victims a nomination names; preempters a victim remembers

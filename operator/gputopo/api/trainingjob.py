@@ -159,9 +159,21 @@ class RunPolicy(ApiModel):
 class PreemptionTerms(ApiModel):
     """Whether and when the job may be a victim of a higher-priority gang."""
 
-    preemptible: bool = Field(default=True, description="False: never preempted, whatever the priority.")
+    preemptible: bool = Field(
+        default=True,
+        description=(
+            "Ignored: a job does not opt out of preemption itself. What keeps a gang from ever being a victim is its "
+            "PriorityClass's annotation gputopo.io/preemptible: \"false\" (an admin's)."
+        ),
+    )
     min_runtime_seconds: int = Field(
-        default=0, ge=0, le=31_536_000, description="Not preempted within this many seconds of its (re)start."
+        default=0,
+        ge=0,
+        le=31_536_000,
+        description=(
+            "Not preempted within this many seconds of its (re)start; at most the operator's "
+            "preemption.maxMinRuntimeSeconds counts."
+        ),
     )
     checkpoint_interval_seconds: int | None = Field(
         default=None,
@@ -230,7 +242,11 @@ class TrainingJobSpec(ApiModel):
         default=None,
         ge=-1000,
         le=1000,
-        description="Deprecated: use priorityClassName. A priority value of its own, used when no class is named.",
+        description=(
+            "Deprecated: use priorityClassName. A value of its own, used when no class is named, and only to lower "
+            "the job's priority below what the cluster grants a job naming no class (its globalDefault "
+            "PriorityClass's, else 0): it needs no PriorityClass, so it never raises it."
+        ),
     )
     preemption: PreemptionTerms = Field(default_factory=PreemptionTerms)
     run_policy: RunPolicy = Field(default_factory=RunPolicy)

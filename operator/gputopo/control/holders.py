@@ -3,8 +3,11 @@
 A TrainingJob holds its plan from its status; its terms are its spec's (``preemption``, its checkpoint interval
 among them), its priority its class's, its checkpoint the ``gputopo.io/checkpoint-time`` annotation. A foreign gang
 holds its record's plan; its priority and ``preemptionPolicy`` are its pods' (the API server resolved them from their
-PriorityClass), and its terms are annotations on its pods (``gputopo.io/checkpoint-interval-seconds`` among them: a
-value that is not a positive number of seconds is ignored). A gang of bare pods is never a victim unless it may be
+PriorityClass; the gang's is its lowest member's), and its terms are annotations on its pods
+(``gputopo.io/checkpoint-interval-seconds`` among them: a value that is not a positive number of seconds is ignored).
+What protects a gang from ever being a victim is its PriorityClass's (``gputopo.io/preemptible: "false"``, an
+admin's annotation), never the workload's own word; a workload's minimum runtime is bounded by the operator's
+(``PreemptionRules.max_min_runtime_s``). A gang of bare pods is never a victim unless it may be
 evicted (``gputopo.io/evict-bare-pods``): nobody would make its pods again. Reading never raises.
 """
 
@@ -19,7 +22,6 @@ from gputopo.api.preemption import (
     ANNOTATION_CHECKPOINT_INTERVAL,
     ANNOTATION_CHECKPOINT_TIME,
     ANNOTATION_MIN_RUNTIME,
-    ANNOTATION_PREEMPTIBLE,
     PreemptionStatus,
 )
 from gputopo.api.trainingjob import PlacementStatus
@@ -35,6 +37,7 @@ __all__ = [
     "checkpoint_interval",
     "gang_checkpoint",
     "gang_checkpoint_wait",
+    "gang_class",
     "gang_holder",
     "gang_policy",
     "job_holder",
@@ -56,9 +59,15 @@ def protection(record: PreemptionStatus | None) -> tuple[float | None, frozenset
 
 
 def job_holder(
-    job: JobFacts, placement: PlacementStatus, priority: int, started: datetime | None, snapshot: Snapshot
+    job: JobFacts,
+    placement: PlacementStatus,
+    priority: int,
+    started: datetime | None,
+    snapshot: Snapshot,
+    protected: bool = False,
 ) -> Holder | None:
-    """``started``: when its current gang started (its last placement); None when a node of it is not known."""
+    """``started``: when its current gang started (its last placement); ``protected``: its PriorityClass keeps it
+    from being a victim. None when a node of it is not known."""
     if job.spec is None or not placement.workers:
         return None
     try:
@@ -76,7 +85,7 @@ def job_holder(
             held,
             start_time=_seconds(started) or 0.0,
             checkpoint_time=_seconds(job.checkpoint_time),
-            preemptible=terms.preemptible,
+            preemptible=not protected,
             min_runtime_s=float(terms.min_runtime_seconds),
             preempted_at=preempted_at,
             preempted_by=preempted_by,
@@ -140,26 +149,39 @@ def gang_checkpoint(gang: Gang, bodies: Mapping[str, Mapping[str, Any]]) -> tupl
     return checkpoint, _first(gang, bodies, checkpoint_interval)
 
 
-def gang_checkpoint_wait(
+def gang_class(
     gang: Gang, bodies: Mapping[str, Mapping[str, Any]], classes: Mapping[str, PriorityClassFacts]
-) -> float:
-    """How long the gang may wait for its victims' next checkpoint: its PriorityClass's
-    ``gputopo.io/checkpoint-wait-seconds``. The class is the one its pods name (``spec.priorityClassName``) whose
-    value is the gang's priority (the first such by rank: the gang's priority is its highest member's); 0 when no
-    such class is known."""
+) -> PriorityClassFacts | None:
+    """The gang's PriorityClass: the one its pods name (``spec.priorityClassName``, which the API server's Priority
+    admission checked) whose value is the gang's priority (the first such by rank: the gang's priority is its lowest
+    member's); None when no such class is known."""
     for member in sorted(gang.members, key=lambda m: m.rank):
         body = bodies.get(member.uid)
         spec = body.get("spec") if body is not None else None
         name = spec.get("priorityClassName") if isinstance(spec, Mapping) else None
         found = classes.get(name) if isinstance(name, str) else None
         if found is not None and found.value == gang.priority:
-            return found.checkpoint_wait_s
-    return 0.0
+            return found
+    return None
+
+
+def gang_checkpoint_wait(
+    gang: Gang, bodies: Mapping[str, Mapping[str, Any]], classes: Mapping[str, PriorityClassFacts]
+) -> float:
+    """How long the gang may wait for its victims' next checkpoint: its PriorityClass's (``gang_class``)
+    ``gputopo.io/checkpoint-wait-seconds``; 0 when no such class is known."""
+    found = gang_class(gang, bodies, classes)
+    return found.checkpoint_wait_s if found is not None else 0.0
 
 
 def gang_holder(
-    gang: Gang, record: GangRecord, bodies: Mapping[str, Mapping[str, Any]], snapshot: Snapshot
+    gang: Gang,
+    record: GangRecord,
+    bodies: Mapping[str, Mapping[str, Any]],
+    snapshot: Snapshot,
+    protected: bool = False,
 ) -> Holder | None:
+    """``protected``: its PriorityClass keeps it from being a victim."""
     if not record.ranks:
         return None
     try:
@@ -168,8 +190,7 @@ def gang_holder(
         return None
     if not held.workers:
         return None
-    declared_off = _first(gang, bodies, lambda b: _annotations(b).get(ANNOTATION_PREEMPTIBLE)) == "false"
-    preemptible = not declared_off and (gang.owner is not None or gang.evict_bare)
+    preemptible = not protected and (gang.owner is not None or gang.evict_bare)
     checkpoint, interval = gang_checkpoint(gang, bodies)
     preempted_at, preempted_by = protection(record.preemption)
     return Holder(

@@ -13,6 +13,11 @@ own job reconciler (``pkg/controller/jobframework``) does, and gputopo does the 
   ``Evicted`` to False.
 - the job ended: ``Finished`` True (reason ``Succeeded`` or ``Failed``), which gives the quota back.
 
+A job without the label runs without Kueue's quota, unless the operator manages jobs without a queue name
+(``QueueNameRule``, Kueue's own ``manageJobsWithoutQueueName`` and ``managedJobsNamespaceSelector`` for TrainingJobs):
+then a job of a managed namespace that names no LocalQueue waits, unplaced, until it names one, as Kueue keeps such a
+Job suspended. A job already placed when the rule is turned on runs on.
+
 The Workload carries no finalizer (Kueue's reconciler adds one only to the Workloads of the jobs it manages), so a
 deleted job's Workload goes at once. Status writes are merge patches that carry the Workload's resourceVersion: a
 Workload Kueue changed meanwhile is read again by the next pass instead of overwritten.
@@ -43,6 +48,7 @@ __all__ = [
     "WORKLOAD_PLURAL",
     "Admission",
     "KueueView",
+    "QueueNameRule",
     "Reading",
     "WorkloadFacts",
     "finish_patch",
@@ -94,6 +100,24 @@ class KueueView:
 
     def of(self, uid: str) -> tuple[WorkloadFacts, ...]:
         return self.workloads.get(uid, ())
+
+
+@dataclass(frozen=True, slots=True)
+class QueueNameRule:
+    """Whether a TrainingJob must name a Kueue LocalQueue to be placed: Kueue's ``manageJobsWithoutQueueName``, in the
+    ``namespaces`` named (empty: every namespace; Kueue's ``managedJobsNamespaceSelector`` by namespace name)."""
+
+    manage_jobs_without_queue_name: bool = False
+    namespaces: frozenset[str] = frozenset()
+
+    def refusal(self, namespace: str) -> str | None:
+        """Why a job of ``namespace`` that names no LocalQueue is not placed; None when it may be placed so."""
+        if not self.manage_jobs_without_queue_name or (self.namespaces and namespace not in self.namespaces):
+            return None
+        return (
+            f"waiting for a label {QUEUE_LABEL}: TrainingJobs of namespace {namespace} run only under Kueue's quota "
+            "(the operator's kueue.manageJobsWithoutQueueName)"
+        )
 
 
 def workload_facts(body: Mapping[str, Any]) -> WorkloadFacts | None:

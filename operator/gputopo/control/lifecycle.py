@@ -41,6 +41,7 @@ from gputopo.control.kueue_quota import (
     KUEUE_API_VERSION,
     QUEUE_LABEL,
     Admission,
+    QueueNameRule,
     Reading,
     finish_patch,
     read,
@@ -89,6 +90,7 @@ class Config:
     unschedulable_timeout: float = 120.0
     not_ready_grace: float = 40.0
     gpu_allocation: GpuAllocation = GpuAllocation.DEVICE_PLUGIN
+    queue_names: QueueNameRule = field(default_factory=QueueNameRule)  # whether a job must name a Kueue LocalQueue
 
     @property
     def gpu_choice(self) -> GpuChoice:
@@ -307,6 +309,10 @@ def _kueue(s: _Step, spec: TrainingJobSpec, placement: PlacementStatus | None) -
     job, kueue = s.job, s.view.kueue
     queue = job.queue_name
     if queue is None:
+        if placement is None and (why := s.config.queue_names.refusal(job.namespace)) is not None:
+            s.condition(PLACED, False, "WaitingForQueueName", why)
+            s.status.phase = JobPhase.PENDING
+            return _done(s)
         if kueue is not None and placement is None:  # taken out of its queue: its Workloads go
             s.out.actions.workload_deletions += [w.name for w in kueue.of(job.uid) if not w.deleting]
         s.status.conditions = [c for c in s.status.conditions if c.type != KUEUE_ADMITTED]

@@ -50,6 +50,7 @@ __all__ = [
     "gang_name",
     "hold",
     "lapsed",
+    "may_preempt",
     "nomination_of",
     "nomination_status",
 ]
@@ -60,13 +61,28 @@ class PreemptionSettings:
     """``protection_seconds``: a gang preempted is not preempted again this long after; ``max_victims_per_pass``:
     the gangs one pass may preempt; ``max_victims_per_gang``: the gangs one preemptor may end, more than the pass's
     budget only as the pass's first preemptor (a wide gang needing many small victims is served, not starved by
-    the pass's bound; it spends the pass's budget); ``max_domains``: candidate domains searched per preemptor."""
+    the pass's bound; it spends the pass's budget); ``max_domains``: candidate domains searched per preemptor.
+    ``max_min_runtime_seconds``: the longest minimum runtime a workload may claim for itself (its own word: a tenant
+    does not keep its GPUs for ever). ``preemptors``: which PriorityClasses may preempt, and in which namespaces
+    (class name to namespaces, ``*`` for every one); empty, every class whose ``preemptionPolicy`` allows it,
+    everywhere (``may_preempt``)."""
 
     enabled: bool = True
     protection_seconds: float = 300.0
     max_victims_per_pass: int = 16
     max_domains: int = 24
     max_victims_per_gang: int = 64
+    max_min_runtime_seconds: float = 3600.0
+    preemptors: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+
+def may_preempt(settings: PreemptionSettings, priority_class: str, namespace: str) -> bool:
+    """Whether a gang of ``priority_class`` ("" when it names none) in ``namespace`` may preempt, as the operator's
+    ``preemptors`` list says: with a list, only a class it names, in a namespace it names for that class."""
+    if not settings.preemptors:
+        return True
+    namespaces = settings.preemptors.get(priority_class) if priority_class else None
+    return namespaces is not None and ("*" in namespaces or namespace in namespaces)
 
 
 def gang_name(key: JobKey) -> str:
@@ -199,6 +215,7 @@ def decide(
             protection_s=settings.protection_seconds,
             max_victims=victim_allowance(settings.max_victims_per_pass, budget.victims, settings.max_victims_per_gang),
             max_domains=settings.max_domains,
+            max_min_runtime_s=settings.max_min_runtime_seconds,
         )
         result = plan_preemption(index, preemptor, rules=rules)
         if isinstance(result, NoPreemption):

@@ -7,6 +7,22 @@ A preemptor told to wait for its victims' next checkpoint (its class's ``gputopo
 nominates nothing and touches no victim: it says so (``WaitingForCheckpoint``) and the pass asks to run again at
 that checkpoint (``retry_at``, into the pass's ``wake_at``). Passes run every ``resync_seconds`` anyway (2 s by
 default); the wake keeps the wait exact under a longer period.
+
+A nomination read from a status names its victims and GPUs in an object a tenant may write (a TrainingJob's
+``status.nomination``, a GangPlacement's). The pass carries out, and holds GPUs for, only a nomination this operator
+decided for that preemptor with those very victims (``trusted``, kept in memory from the decision while the
+nomination lives). Any other (written by someone else, or by the operator before it restarted) is cleared, ends
+nobody and holds nothing; the preemptor is decided for again. A victim already ended is recorded as such in its own
+status, and a foreign gang's pods left after a partial eviction go from that record, not from the nomination.
+
+A TrainingJob preempts only once the API server said, by a dry run of one rank's pod, that it would admit the job's
+pods (``admission``): the pass asks for the dry run (``checks``) and preempts nobody for the job until the answer
+for the job as it is now is in ``admissions``; a refusal is said in the job's ``Placed`` condition. Without
+``admissions`` (None) nothing is asked.
+
+A gang may preempt only when its PriorityClass may, in its namespace (``PreemptionSettings.preemptors``); a gang of
+bare pods (whose size only its own pods declare) only once every declared rank has a pod; a gang whose class
+protects it (``gputopo.io/preemptible: "false"``) is never a victim.
 """
 
 from __future__ import annotations
@@ -15,9 +31,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from gputopo.api.conditions import INVALID, KUEUE_ADMITTED, PLACED
+from gputopo.api.conditions import INVALID, KUEUE_ADMITTED, PLACED, set_condition
 from gputopo.api.preemption import NominationStatus, PreemptionStatus
 from gputopo.api.trainingjob import JobPhase, TrainingJobStatus
+from gputopo.control.admission import AdmissionAnswer, AdmissionCheck, admission_check, admission_signature
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.gangpass import GangPass
 from gputopo.control.gangrecords import GangRecord, status_of
@@ -26,7 +43,7 @@ from gputopo.control.gangstep import preempt as preempt_gang
 from gputopo.control.gangstep import wait_for_checkpoint as gang_waits
 from gputopo.control.holders import (
     gang_checkpoint,
-    gang_checkpoint_wait,
+    gang_class,
     gang_holder,
     gang_policy,
     job_holder,
@@ -44,11 +61,12 @@ from gputopo.control.preemptions import (
     gang_name,
     hold,
     lapsed,
+    may_preempt,
     nomination_of,
     nomination_status,
 )
 from gputopo.control.priority import JobPriority, job_priority
-from gputopo.control.queue import Outcome, QueuedJob
+from gputopo.control.queue import NEVER_FITS, Outcome, QueuedJob
 from gputopo.control.view import ClusterView
 from gputopo.gangs.model import Gang
 from gputopo.placement.preemption import Nomination, NoPreemption, PreemptionPolicy, resumes_from
@@ -98,6 +116,10 @@ class PreemptionPass:
     placed: set[JobKey] = field(default_factory=set)  # placed by this pass's queue
     retry_at: datetime | None = None  # the earliest checkpoint a preemptor waits for: the pass asks to run again then
     waiting: set[JobKey] = field(default_factory=set)  # the preemptors told this pass to wait for a checkpoint
+    trusted: Mapping[JobKey, frozenset[str]] = field(default_factory=dict)  # victims this operator chose, by preemptor
+    chosen: dict[JobKey, frozenset[str]] = field(default_factory=dict)  # the victims of this pass's decisions
+    admissions: Mapping[JobKey, AdmissionAnswer] | None = None  # the dry runs' answers; None: none is asked
+    checks: list[AdmissionCheck] = field(default_factory=list)  # the dry runs to ask before preempting
 
     # -- what the cluster shows --------------------------------------------------------------------------
 
@@ -108,8 +130,11 @@ class PreemptionPass:
         gang = self.gangs.given.gangs.get(key) if self.gangs is not None else None
         if gang is not None and self.gangs is not None:
             bodies = self.gangs.given.bodies
-            wait = gang_checkpoint_wait(gang, bodies, self.view.priority_classes)
-            return JobPriority(gang.priority, gang_policy(gang, bodies), checkpoint_wait_s=wait)
+            found = gang_class(gang, bodies, self.view.priority_classes)
+            if found is None:
+                return JobPriority(gang.priority, gang_policy(gang, bodies))
+            policy = gang_policy(gang, bodies)
+            return JobPriority(gang.priority, policy, "", found.checkpoint_wait_s, found.protected, found.name)
         return None
 
     def read(self) -> None:
@@ -149,17 +174,49 @@ class PreemptionPass:
         out.update((k, (n, self.now)) for k, n in self.decided.items())
         return out
 
+    def named(self, key: JobKey, reader: str) -> str:
+        """How a message read in namespace ``reader`` names the gang ``key``: by its name in its own namespace, by
+        its UID in another's (as Kueue names another tenant's workload), never by that tenant's names."""
+        if key[0] == reader:
+            return gang_name(key)
+        return f"a gang of another namespace (UID {self._uid(key) or 'unknown'})"
+
+    def _uid(self, key: JobKey) -> str:
+        """A TrainingJob's UID; a foreign gang's GangPlacement's, else its owner's, else its first pod's."""
+        if key in self.jobs:
+            return self.jobs[key].uid
+        if self.gangs is None or (gang := self.gangs.given.gangs.get(key)) is None:
+            return ""
+        record = self.gangs.given.records.get(key)
+        if record is not None and record.uid:
+            return record.uid
+        if gang.owner is not None:
+            return gang.owner.uid
+        return min(gang.members, key=lambda m: m.rank).uid if gang.members else ""
+
     # -- step 2: the victims of recorded nominations ended -----------------------------------------------------
 
     def carry_out(self) -> None:
-        """End each victim a recorded nomination names that still holds its plan (and is of lower priority)."""
+        """End each victim a recorded nomination names that still holds its plan (and is of lower priority), when
+        this operator decided that nomination; any other is cleared, and ends nobody."""
         for key in sorted(self.recorded):
             status = self._nomination_status(key)
             mine = self.priority(key)
             if status is None or mine is None:
                 continue
+            chosen = self.trusted.get(key)
+            if chosen is None or any(name not in chosen for name in status.victims):
+                self._clear(key, "the nomination is not one this operator decided: it is decided again")
+                continue
             for name in status.victims:
                 self._end(victim_key(name), key, mine.value, status.domain)
+
+    def kept_trust(self) -> dict[JobKey, frozenset[str]]:
+        """The victims chosen per preemptor, for the next pass: those of nominations still recorded or going out."""
+        live = set(self.recorded) | set(self.carried())
+        out = {k: v for k, v in self.trusted.items() if k in live and k not in self.lapsed and k not in self.placed}
+        out.update(self.chosen)
+        return out
 
     def _nomination_status(self, key: JobKey) -> NominationStatus | None:
         if key in self.steps:
@@ -176,7 +233,7 @@ class PreemptionPass:
         if theirs is None or theirs.value >= priority:
             return
         by = gang_name(preemptor)
-        message = f"preempted by {by} (priority {priority}) to clear {domain}"
+        message = f"preempted by {self.named(preemptor, victim[0])} (priority {priority}) to clear {domain}"
         now = self.now
         if victim in self.steps:
             job, out = self.jobs[victim], self.steps[victim]
@@ -250,22 +307,28 @@ class PreemptionPass:
                 self._wait(key, why, why.retry_at)
 
     def _wanting(self, outcome: Outcome) -> Wanting | None:
-        if isinstance(outcome.result, Placement) or outcome.result.reason.startswith("waiting behind"):
+        if isinstance(outcome.result, Placement) or outcome.result.reason.startswith(("waiting behind", NEVER_FITS)):
             return None
         key = outcome.queued.key
         found = self.priority(key)
         if found is None or found.policy is PreemptionPolicy.NEVER:
             return None
+        if not may_preempt(self.settings, found.class_name, key[0]):
+            return None  # the operator's list of preemptors does not name its class in its namespace
         request: Request | None = outcome.queued.request
         shapes: tuple[Shape, ...] = ()
         record: PreemptionStatus | None = None
         since: datetime | None = None
         if key in self.jobs:
+            if not self._admitted(key):
+                return None
             status = self.steps[key].status if key in self.steps else self.jobs[key].status
             record = status.preemption if key in self.steps else None
             since = job_queued_since(self.jobs[key], status)
         elif self.gangs is not None and key in self.gangs.given.gangs:
             gang = self.gangs.given.gangs[key]
+            if gang.owner is None and gang.missing():
+                return None  # its size is only its own pods' word: no preemption for ranks that do not exist
             requester = self.gangs.given.requester
             shapes = (requester(gang) if requester is not None else None) or ()
             request = shapes[0].request if shapes else None
@@ -278,6 +341,28 @@ class PreemptionPass:
         waiting_since = since.timestamp() if since is not None else None
         return Wanting(key, request, found.value, found.policy, by, at, shapes, found.checkpoint_wait_s, waiting_since)
 
+    def _admitted(self, key: JobKey) -> bool:
+        """Whether the API server said it would admit the job's pods; when not asked yet (or asked of the job as it
+        was), the dry run is asked for and the job preempts nobody this pass."""
+        if self.admissions is None:
+            return True
+        job = self.jobs[key]
+        answer = self.admissions.get(key)
+        if answer is None or answer.signature != admission_signature(job):
+            node = min(self.view.nodes, default=None)
+            check = admission_check(job, node) if node is not None else None
+            if check is not None:
+                self.checks.append(check)
+            return False
+        if answer.refusal and key in self.steps:
+            status = self.steps[key].status
+            placed = next((c for c in status.conditions if c.type == PLACED), None)
+            said = f"it preempts nobody: the API server would refuse its pods: {answer.refusal}"
+            if placed is not None and said not in placed.message:
+                message = f"{placed.message}; {said}" if placed.message else said
+                status.conditions = set_condition(status.conditions, placed.model_copy(update={"message": message}))
+        return not answer.refusal
+
     def _holders(self, snapshot: Snapshot) -> list[Holder]:
         out: list[Holder] = []
         for key, step in self.steps.items():
@@ -289,7 +374,7 @@ class PreemptionPass:
                 continue
             found = self.priority(key)
             if found is not None and (
-                h := job_holder(job, placement, found.value, _work_since(job, step.status), snapshot)
+                h := job_holder(job, placement, found.value, _work_since(job, step.status), snapshot, found.protected)
             ):
                 out.append(h)
         if self.gangs is not None:
@@ -300,7 +385,9 @@ class PreemptionPass:
                     continue
                 if key not in given.records or given.records[key].generation != record.generation:
                     continue  # planned this pass
-                if (h := gang_holder(given.gangs[key], record, given.bodies, snapshot)) is not None:
+                found = self.priority(key)
+                protected = found is not None and found.protected
+                if (h := gang_holder(given.gangs[key], record, given.bodies, snapshot, protected)) is not None:
                     out.append(h)
         return out
 
@@ -309,7 +396,7 @@ class PreemptionPass:
         when = datetime.fromtimestamp(retry_at, UTC)
         self.retry_at = when if self.retry_at is None else min(self.retry_at, when)
         self.waiting.add(key)
-        victims = ", ".join(why.details[:_NAMED_WAITING]) or "its victims"
+        victims = ", ".join(self.named(victim_key(v), key[0]) for v in why.details[:_NAMED_WAITING]) or "its victims"
         if len(why.details) > _NAMED_WAITING:
             victims += f" and {len(why.details) - _NAMED_WAITING} more"
         head = f"waiting until {when.isoformat(timespec='seconds')} for the next checkpoint of {victims}"
@@ -323,7 +410,7 @@ class PreemptionPass:
     def _nominate(self, decision: Decision) -> None:
         key, plan = decision.preemptor, decision.plan
         status = nomination_status(plan, self.now)
-        names = ", ".join(status.victims)
+        names = ", ".join(self.named(victim_key(v), key[0]) for v in status.victims)
         message = (
             f"preempting {len(plan.victims)} lower-priority {'gang' if len(plan.victims) == 1 else 'gangs'} "
             f"({names}) to clear {plan.domain.name}: estimated bus bandwidth {plan.placement.busbw_gbps:.1f} GB/s "
@@ -339,6 +426,7 @@ class PreemptionPass:
         else:
             return
         self.decided[key] = plan.nomination
+        self.chosen[key] = frozenset(status.victims)
 
 
 def _work_since(job: JobFacts, status: TrainingJobStatus) -> datetime | None:

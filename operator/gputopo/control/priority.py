@@ -1,9 +1,14 @@
 """A gang's priority the Kubernetes way: a PriorityClass by name, its value and its preemptionPolicy.
 
 A TrainingJob names a class (``spec.priorityClassName``); with none, the cluster's ``globalDefault`` class
-applies (the lowest value when several claim it, as the API server does for pods); with none of those, the
-deprecated ``spec.priority`` or 0. A class that does not exist is the job's error, named in its status: the API
-server would refuse its pods for the same reason. Parsing never raises: an odd PriorityClass is skipped.
+applies (the lowest value when several claim it, as the API server does for pods); with none of those, 0. The
+deprecated ``spec.priority`` needs no PriorityClass, so it is held to what Kubernetes grants a pod that names no
+class: it may lower a job's priority below that (a job may always yield), never raise it above. A class that does
+not exist is the job's error, named in its status: the API server would refuse its pods for the same reason.
+Parsing never raises: an odd PriorityClass is skipped.
+
+A class, and only a class (an admin's object, not the workload), protects its gangs from preemption: the annotation
+``gputopo.io/preemptible: "false"``.
 
 A class may let its gangs wait for their victims' next checkpoint rather than preempt them at once: the annotation
 ``gputopo.io/checkpoint-wait-seconds`` (0 to 86400 seconds, counted from when the gang was queued). A value that
@@ -17,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gputopo.api.preemption import ANNOTATION_CHECKPOINT_WAIT, MAX_CHECKPOINT_WAIT_SECONDS
+from gputopo.api.preemption import ANNOTATION_CHECKPOINT_WAIT, ANNOTATION_PREEMPTIBLE, MAX_CHECKPOINT_WAIT_SECONDS
 from gputopo.api.trainingjob import TrainingJobSpec
 from gputopo.placement.preemption import PreemptionPolicy
 
@@ -39,6 +44,7 @@ class PriorityClassFacts:
     global_default: bool = False
     checkpoint_wait_s: float = 0.0  # gputopo.io/checkpoint-wait-seconds
     error: str = ""  # what of the class could not be read (and was read as its default)
+    protected: bool = False  # gputopo.io/preemptible: "false": its gangs are never victims
 
 
 def policy_of(value: Any) -> PreemptionPolicy:
@@ -80,6 +86,7 @@ def priority_class_facts(body: Mapping[str, Any]) -> PriorityClassFacts | None:
         body.get("globalDefault") is True,
         wait,
         f"PriorityClass {name}: {problem}" if problem else "",
+        isinstance(annotations, Mapping) and annotations.get(ANNOTATION_PREEMPTIBLE) == "false",
     )
 
 
@@ -89,6 +96,8 @@ class JobPriority:
     policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
     problem: str = ""  # why the job's class cannot be used (it is then Invalid)
     checkpoint_wait_s: float = 0.0  # its class's: how long it may wait for its victims' next checkpoint
+    protected: bool = False  # its class's gputopo.io/preemptible "false": never a victim
+    class_name: str = ""  # the PriorityClass it has it from ("" for none)
 
 
 def job_priority(spec: TrainingJobSpec, classes: Mapping[str, PriorityClassFacts]) -> JobPriority:
@@ -97,10 +106,12 @@ def job_priority(spec: TrainingJobSpec, classes: Mapping[str, PriorityClassFacts
         found = classes.get(name)
         if found is None:
             return JobPriority(0, problem=f"spec.priorityClassName: no PriorityClass named {name!r}")
-        return JobPriority(found.value, found.policy, checkpoint_wait_s=found.checkpoint_wait_s)
-    if spec.priority is not None:
-        return JobPriority(spec.priority)
+        return JobPriority(found.value, found.policy, "", found.checkpoint_wait_s, found.protected, found.name)
     defaults = sorted((c for c in classes.values() if c.global_default), key=lambda c: (c.value, c.name))
+    granted = JobPriority(0)
     if defaults:
-        return JobPriority(defaults[0].value, defaults[0].policy, checkpoint_wait_s=defaults[0].checkpoint_wait_s)
-    return JobPriority(0)
+        first = defaults[0]
+        granted = JobPriority(first.value, first.policy, "", first.checkpoint_wait_s, first.protected, first.name)
+    if spec.priority is not None and spec.priority < granted.value:
+        return JobPriority(spec.priority, granted.policy, protected=granted.protected)
+    return granted

@@ -2,8 +2,14 @@
 
 One pass over the queue places what fits against one snapshot, reserving each placement before trying
 the next job, so two plans of one pass never share a GPU. A job that does not fit does not stop smaller
-ones behind it (backfill), except that once the head of the queue has waited ``starvation_seconds``
-only jobs of at least its priority may go ahead of it.
+ones behind it (backfill), except that once the head of a queue has waited ``starvation_seconds`` only jobs
+of that queue of at least its priority may go ahead of it. A queue is a namespace's jobs, or the jobs of one
+Kueue ClusterQueue (``QueuedJob.queue``): a starving head holds back its own queue, never another tenant's.
+
+A job that could not be placed even on the empty cluster (more GPUs than it has, a label or tier no node has) is
+Unplaceable at once with that reason (``NEVER_FITS``) and never heads its queue: it would hold the queue behind it
+for ever. The empty cluster is tried only for a job that would otherwise head its queue, so a pass plans at most
+one such job again per queue.
 
 A pass may stop after ``limit`` placements, or once it has planned for ``budget`` seconds: the jobs after
 that are left for the next pass, which then starts at once. The plans made so far go out to the API server
@@ -24,18 +30,23 @@ from datetime import datetime
 from gputopo.control.facts import JobKey
 from gputopo.placement.types import Placement, Policy, Request, Snapshot, Unplaceable
 
-__all__ = ["Limits", "Outcome", "QueuedJob", "drain", "order"]
+__all__ = ["NEVER_FITS", "Limits", "Outcome", "QueuedJob", "drain", "empty_cluster", "order"]
+
+NEVER_FITS = "cannot fit even the empty cluster"
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """How long a pass's queue may wait and be planned: ``starvation_seconds`` for the head of the queue;
-    at most ``placements`` jobs placed, or ``planning_seconds`` planned on ``clock`` (None: no bound)."""
+    """How long a pass's queue may wait and be planned: ``starvation_seconds`` for the head of a queue;
+    at most ``placements`` jobs placed, or ``planning_seconds`` planned on ``clock`` (None: no bound).
+    ``never_fits``: a would-be head that does not fit the empty cluster is told so and heads nothing (off: the
+    queue of before, where it headed its queue, for comparing with it)."""
 
     starvation_seconds: float = 300.0
     placements: int | None = None
     planning_seconds: float | None = None
     clock: Callable[[], float] | None = None
+    never_fits: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +61,16 @@ class QueuedJob:
     avoid_nodes: frozenset[str] = frozenset()
     planner: Callable[[Snapshot], Placement | Unplaceable] | None = None
     nominated: Placement | None = None  # GPUs the snapshot holds for it alone (a preemption's nomination)
+    queue: str = ""  # the queue its starvation rule holds back: a Kueue ClusterQueue's, else "" (its namespace)
 
     @property
     def name(self) -> str:
         return self.key[1]
+
+    @property
+    def queue_name(self) -> str:
+        """The queue it waits in: ``queue`` when set, else ``namespace/<its namespace>``."""
+        return self.queue or f"namespace/{self.key[0]}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +82,11 @@ class Outcome:
 
 def order(jobs: Iterable[QueuedJob]) -> list[QueuedJob]:
     return sorted(jobs, key=lambda q: (-q.priority, q.queued_since, q.key))
+
+
+def empty_cluster(snapshot: Snapshot) -> Snapshot:
+    """The cluster of ``snapshot`` with no GPU held by anyone (its nodes as they are otherwise)."""
+    return Snapshot([replace(n, used_gpus=frozenset()) for n in snapshot], snapshot.tiers, snapshot.cache)
 
 
 def _without(snapshot: Snapshot, nodes: frozenset[str]) -> Snapshot:
@@ -95,7 +117,8 @@ def drain(
         limits.starvation_seconds,
     )
     outcomes: list[Outcome] = []
-    head: QueuedJob | None = None
+    heads: dict[str, QueuedJob] = {}
+    empty: Snapshot | None = None
     placed = 0
     began = clock() if clock is not None else 0.0
     for queued in order(jobs):
@@ -103,6 +126,7 @@ def drain(
             break
         if budget is not None and clock is not None and placed and clock() - began >= budget:
             break
+        head = heads.get(queued.queue_name)
         if head is not None:
             starving = (now - head.queued_since).total_seconds() >= starvation_seconds
             if starving and queued.priority < head.priority:
@@ -121,14 +145,25 @@ def drain(
         own = snapshot.release(queued.nominated) if queued.nominated is not None else snapshot
         view = _without(own, queued.avoid_nodes) if queued.avoid_nodes else own
         start = clock() if clock else 0.0
-        result = queued.planner(view) if queued.planner is not None else place(view, queued.request)
+        result = _plan(queued, view, place)
+        if isinstance(result, Unplaceable) and head is None and limits.never_fits:
+            empty = empty if empty is not None else empty_cluster(snapshot)
+            alone = _plan(queued, empty, place)
+            if isinstance(alone, Unplaceable):
+                result = Unplaceable(f"{NEVER_FITS}: {alone.reason}", alone.details)
+            else:
+                heads[queued.queue_name] = queued
+        elif isinstance(result, Unplaceable) and head is None:
+            heads[queued.queue_name] = queued
         spent = (clock() - start) if clock else 0.0
         if isinstance(result, Placement):
             snapshot = own.reserve(result)
             placed += 1
-        elif head is None:
-            head = queued
         outcomes.append(Outcome(queued, result, spent))
         if on_outcome is not None:
             on_outcome(outcomes[-1])
     return outcomes, snapshot
+
+
+def _plan(queued: QueuedJob, view: Snapshot, place: Policy) -> Placement | Unplaceable:
+    return queued.planner(view) if queued.planner is not None else place(view, queued.request)

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from gputopo.api.trainingjob import TrainingJobStatus
 from gputopo.control.actions import JobActions
+from gputopo.control.admission import AdmissionAnswer, AdmissionCheck
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.gangactions import GangActions
 from gputopo.control.gangpass import GangInput, GangPass
@@ -76,6 +77,8 @@ class PassInput:
     cache: PlacementCache | None = None
     gangs: GangInput | None = None  # the gangs gputopo places without owning them
     nominated: Mapping[JobKey, tuple[Nomination, datetime]] = field(default_factory=dict)  # decided, not read back
+    trusted: Mapping[JobKey, frozenset[str]] = field(default_factory=dict)  # victims this operator chose, by preemptor
+    admissions: Mapping[JobKey, AdmissionAnswer] | None = None  # dry runs' answers (``admission``); None: none asked
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +111,8 @@ class PassResult:
     preempted: list[Ended] = field(default_factory=list)  # the victims ended this pass
     waiting_for_checkpoint: int = 0  # preemptors that wait for their victims' next checkpoint this pass
     nominated: dict[JobKey, tuple[Nomination, datetime]] = field(default_factory=dict)  # for the next pass
+    trusted: dict[JobKey, frozenset[str]] = field(default_factory=dict)  # for the next pass
+    admission_checks: list[AdmissionCheck] = field(default_factory=list)  # dry runs to ask before preempting
 
 
 def planned_from_status(statuses: Iterable[tuple[JobKey, TrainingJobStatus]]) -> list[PlannedGang]:
@@ -137,6 +142,15 @@ def _visible_generation(job: JobFacts, pods: Sequence[PodFacts], status: Trainin
     if status.placement is not None and not status.placement.workers and status.placement.generation:
         return status.placement.generation
     return shown_generation(job, pods)
+
+
+def _queue_of(job: JobFacts, view: ClusterView) -> str:
+    """The queue whose head a job may hold back: its Kueue ClusterQueue's once Kueue admitted it, else its
+    namespace's ("")."""
+    if job.queue_name is None or view.kueue is None:
+        return ""
+    queues = sorted({w.cluster_queue for w in view.kueue.of(job.uid) if w.cluster_queue})
+    return f"clusterqueue/{queues[0]}" if queues else ""
 
 
 def run_pass(
@@ -205,6 +219,8 @@ class _PassState:
                 rules.config,
                 facts.now,
                 pending=facts.nominated,
+                trusted=facts.trusted,
+                admissions=facts.admissions,
             )
             if rules.preemption is not None and rules.preemption.enabled
             else None
@@ -244,6 +260,7 @@ class _PassState:
                         job.created or now,
                         Request.from_spec(job.spec, name=job.name, gpu_choice=config.gpu_choice),
                         facts.avoid.get(key, frozenset()) | result.avoid_nodes,
+                        queue=_queue_of(job, facts.view),
                     )
                 )
         if self.gangs is not None:
@@ -319,6 +336,8 @@ class _PassState:
             out.preempted = self.preemption.ended
             out.waiting_for_checkpoint = len(self.preemption.waiting)
             out.nominated = self.preemption.carried()
+            out.trusted = self.preemption.kept_trust()
+            out.admission_checks = self.preemption.checks
         if self.gangs is not None:
             out.gang_actions = self.gangs.actions()
             out.gang_plans = self.gangs.plans

@@ -30,11 +30,11 @@ from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.ledger import Ledger, PlannedGang
 from gputopo.control.lifecycle import Config
 from gputopo.control.memory import Memory, Release
-from gputopo.control.preemptions import PreemptionSettings
 from gputopo.control.quarantine import Quarantine
 from gputopo.control.queue import Limits
 from gputopo.control.reconcile import PassInput, PassResult, PassRules, Reading, World, run_pass
 from gputopo.control.statuscache import StatusCache
+from gputopo.controller.dryruns import DryRuns
 from gputopo.controller.gangside import GangSide
 from gputopo.controller.metrics import Metrics
 from gputopo.controller.settings import OperatorSettings
@@ -72,6 +72,8 @@ class Runtime:
     readings: list[Reading] = field(default_factory=list)  # NodeTopologies read since the last pass
     # Nominations decided whose status writes are not read back yet (``PreemptionPass.carried``).
     nominated: dict[JobKey, tuple[Nomination, datetime]] = field(default_factory=dict)
+    trusted: dict[JobKey, frozenset[str]] = field(default_factory=dict)  # the victims it chose, by preemptor
+    dry_runs: DryRuns = field(default_factory=DryRuns)  # asked before preempting for a TrainingJob
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     urgent: asyncio.Event = field(default_factory=asyncio.Event)  # the news can change a plan: no quiet window
     # When the last pass ended having had nothing to place while gangs' writes went out (monotonic); None else.
@@ -104,7 +106,9 @@ class Runtime:
     @property
     def config(self) -> Config:
         s = self.settings
-        return Config(s.tiers, s.unschedulable_timeout_seconds, s.node_not_ready_grace_seconds, s.gpu_allocation)
+        return Config(
+            s.tiers, s.unschedulable_timeout_seconds, s.node_not_ready_grace_seconds, s.gpu_allocation, s.queue_names
+        )
 
     def poke(self, urgent: bool = True) -> None:
         """Something changed: run a pass soon. Not ``urgent``: the change cannot alter a plan (see the module)."""
@@ -174,6 +178,7 @@ class Runtime:
             self.report_timer.cancel()
         for key, turn in self.memory.bindings():
             self._give_up_turn(key, turn)
+        await self.dry_runs.close()
         pending = {*self.writing.values(), *self.events_in_flight}
         if not pending:
             return
@@ -218,22 +223,17 @@ class Runtime:
             cache=self.placement_cache,
             gangs=world.gangs,
             nominated=self.nominated,
+            trusted=self.trusted,
+            admissions=dict(self.dry_runs.answers),
         )
         s = self.settings
         limits = Limits(s.starvation_seconds, s.placements_per_pass, s.pass_planning_seconds, time.perf_counter)
-        preemption = (
-            PreemptionSettings(
-                True,
-                s.preemption_protection_seconds,
-                s.preemption_max_victims_per_pass,
-                max_victims_per_gang=s.preemption_max_victims_per_gang,
-            )
-            if s.preemption
-            else None
-        )
+        preemption = s.preemption_settings
         rules = PassRules(self.config, self.place, limits, restarts_first=True, preemption=preemption)
         result = run_pass(facts, rules, placed)
-        self.nominated = result.nominated
+        self.nominated, self.trusted = result.nominated, result.trusted
+        self.dry_runs.prune(jobs.keys())
+        self.dry_runs.ask(result.admission_checks, self.client, self.poke)
         if result.warmed:
             logger.debug("planner warmed for %d job shapes", result.warmed)
         self.ledger.prune(result.visible)

@@ -12,6 +12,8 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from gputopo.control.dra import GpuAllocation
+from gputopo.control.kueue_quota import QueueNameRule
+from gputopo.control.preemptions import PreemptionSettings
 from gputopo.placement.types import DEFAULT_DOMAIN_NODE_CAP, TierConfig, TierLevel
 
 __all__ = ["OperatorSettings"]
@@ -108,6 +110,26 @@ class OperatorSettings(BaseSettings):
         description="Gangs one preemptor may end; more than what is left of the pass's budget only as the "
         "pass's first preemptor (so a wide gang needing many small victims is not starved by the pass's bound).",
     )
+    preemption_max_min_runtime_seconds: float = Field(
+        default=3600.0,
+        ge=0,
+        description="The longest minimum runtime a workload may claim for itself (spec.preemption.minRuntimeSeconds, "
+        "gputopo.io/min-runtime-seconds): a longer one counts as this.",
+    )
+    preemption_classes: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Which PriorityClasses may preempt, in which namespaces (JSON: class name to namespaces, '*' for "
+        "every one); empty: every class whose preemptionPolicy allows it, everywhere.",
+    )
+    kueue_manage_jobs_without_queue_name: bool = Field(
+        default=False,
+        description="A TrainingJob without the label kueue.x-k8s.io/queue-name is not placed (Kueue's own setting of "
+        "the name, for Jobs); in kueue_managed_jobs_namespaces only, when set.",
+    )
+    kueue_managed_jobs_namespaces: CommaList = Field(
+        default_factory=list,
+        description="Namespaces where kueue_manage_jobs_without_queue_name holds; empty: every namespace.",
+    )
     quarantine_seconds: float = Field(
         default=60.0, ge=0, description="A link, NIC or GPU seen failing is avoided by new plans this long."
     )
@@ -157,7 +179,9 @@ class OperatorSettings(BaseSettings):
     liveness_port: int = Field(default=8080, ge=0, le=65535, description="kopf liveness /healthz; 0 disables.")
     log_format: str = Field(default="json", pattern="^(json|plain|full)$")
 
-    @field_validator("namespaces", "tier_labels", "tier_oversubscription", mode="before")
+    @field_validator(
+        "namespaces", "tier_labels", "tier_oversubscription", "kueue_managed_jobs_namespaces", mode="before"
+    )
     @classmethod
     def _lists(cls, value: Any) -> Any:
         return _split(value)
@@ -169,6 +193,33 @@ class OperatorSettings(BaseSettings):
         if any(x < 1.0 for x in self.tier_oversubscription):
             raise ValueError("oversubscription is at least 1.0")
         return self
+
+    @field_validator("preemption_classes", mode="after")
+    @classmethod
+    def _classes(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for name, namespaces in value.items():
+            if not name or not namespaces or not all(isinstance(n, str) and n for n in namespaces):
+                raise ValueError(f"preemption_classes: class {name!r} needs a list of namespace names (or '*')")
+        return value
+
+    @property
+    def preemption_settings(self) -> PreemptionSettings | None:
+        """What the control pass preempts by; None when preemption is off."""
+        if not self.preemption:
+            return None
+        return PreemptionSettings(
+            True,
+            self.preemption_protection_seconds,
+            self.preemption_max_victims_per_pass,
+            max_victims_per_gang=self.preemption_max_victims_per_gang,
+            max_min_runtime_seconds=self.preemption_max_min_runtime_seconds,
+            preemptors={name: frozenset(ns) for name, ns in self.preemption_classes.items()},
+        )
+
+    @property
+    def queue_names(self) -> QueueNameRule:
+        """Whether a TrainingJob must name a Kueue LocalQueue (Kueue's manageJobsWithoutQueueName, per namespace)."""
+        return QueueNameRule(self.kueue_manage_jobs_without_queue_name, frozenset(self.kueue_managed_jobs_namespaces))
 
     @property
     def clusterwide(self) -> bool:

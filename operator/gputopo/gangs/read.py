@@ -270,7 +270,7 @@ def _gang(
         declared=declared,
         members=tuple(sorted(members, key=lambda m: (m.rank, m.pod))),
         needs=_merged([c.needs for c in claims]),
-        priority=max(c.priority for c in claims),
+        priority=min(c.priority for c in claims),
         owner=next((c.owner for c in claims if c.owner is not None), None),
         disruption=first.disruption,
         evict_bare=any(c.evict_bare for c in claims),

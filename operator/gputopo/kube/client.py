@@ -354,6 +354,23 @@ class KubeClient:
         """Create unless it exists; True when this call created it."""
         return await self._create("pods", "Pod", body)
 
+    async def dry_run_pod(self, body: dict[str, Any]) -> str:
+        """A server-side dry run (``dryRun=All``) of creating the pod: "" when the API server would admit it, else
+        its refusal (quota, Pod Security, LimitRange, validation). Raises ``ApiError`` when it gave no answer
+        (retryable)."""
+        meta = body["metadata"]
+        what = f"dry run of creating Pod {meta['namespace']}/{meta['name']}"
+        params = {"dryRun": "All", "fieldManager": FIELD_MANAGER_OPERATOR}
+        try:
+            await self._request(what, "POST", _core_path(meta["namespace"], "pods"), body=body, params=params)
+        except AlreadyExistsError:
+            return ""  # admitted: only the name is taken
+        except ApiError as error:
+            if error.retryable:
+                raise
+            return str(error)
+        return ""
+
     async def create_service(self, body: dict[str, Any]) -> bool:
         return await self._create("services", "Service", body)
 

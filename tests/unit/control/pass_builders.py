@@ -21,7 +21,11 @@ from gputopo.gangs.model import Gang, Member
 from gputopo.placement import DEFAULT_TIERS, place
 from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable, WorkerAssignment
 
-__all__ = ["CONFIG", "DRA", "actions_of", "gang", "member_body", "placed", "planner", "run", "running"]
+__all__ = ["CONFIG", "DRA", "TRUSTED", "actions_of", "gang", "member_body", "placed", "planner", "run", "running"]
+
+# The victims one operator chose per preemptor, kept from pass to pass as the runtime keeps them (a test's passes are
+# one operator's unless it restarts it); cleared before each test (conftest).
+TRUSTED: dict[JobKey, frozenset[str]] = {}
 
 CONFIG = Config(DEFAULT_TIERS, unschedulable_timeout=60, not_ready_grace=30)
 DRA = Config(DEFAULT_TIERS, unschedulable_timeout=60, not_ready_grace=30, gpu_allocation=GpuAllocation.DRA)

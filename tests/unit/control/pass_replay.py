@@ -43,6 +43,7 @@ from gputopo.control.dra import GpuAllocation
 from gputopo.control.facts import JobFacts, JobKey, NodeFacts, PodFacts, TopologyFacts, pod_facts
 from gputopo.control.ledger import Ledger, PlannedGang
 from gputopo.control.lifecycle import Config
+from gputopo.control.priority import PriorityClassFacts
 from gputopo.control.quarantine import Quarantine
 from gputopo.control.view import ClusterView
 from gputopo.placement import DEFAULT_TIERS, place
@@ -54,6 +55,10 @@ NEW = hasattr(reconcile, "PassInput")
 SEEDS = range(120)
 PASSES = 5  # per seed: 600 passes in all
 NODE_TYPES = ("hgx-h100", "h100-nvl-pairs", "dgx-a100", "rtx4090-pcie", "dgx1-v100")
+
+# f5ae149 took a job's deprecated spec.priority as it was; now it may only lower the priority the cluster grants a job
+# that names no class. A globalDefault class above every job's spec.priority grants what f5ae149 took.
+GRANTING = {"replay-default": PriorityClassFacts("replay-default", 1_000_000_000, global_default=True)}
 
 
 # -- the world --------------------------------------------------------------------------------------------------
@@ -80,6 +85,7 @@ class World:
             topologies={n: TopologyFacts(n, t) for n, t in self.topologies.items()},
             nodes=dict(self.nodes),
             pods=tuple(p for p in [*self.pods.values(), *self.foreign] if p.node and p.holds_gpus),
+            priority_classes=GRANTING,
         )
 
     def job_pods(self) -> dict[JobKey, list[PodFacts]]:
@@ -293,7 +299,9 @@ def run_pass(
         )
         from gputopo.control.queue import Limits
 
-        rules = reconcile.PassRules(config, place, Limits(300.0, placements=limit), restarts_first=True)
+        # never_fits off: f5ae149 let a job that fits no cluster head its queue, and said so in other words.
+        limits = Limits(300.0, placements=limit, never_fits=False)
+        rules = reconcile.PassRules(config, place, limits, restarts_first=True)
         return reconcile.run_pass(facts, rules, placed), handed
     if quarantine is not None:
         for node, topology in readings:  # at f5ae149 the watch observed each reading as it came

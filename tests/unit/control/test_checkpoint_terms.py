@@ -82,8 +82,11 @@ def test_a_job_gets_the_wait_of_its_class_or_of_the_global_default() -> None:
     assert named.spec is not None and job_priority(named.spec, classes).checkpoint_wait_s == 120.0
     plain = job("b", priority=None)
     assert plain.spec is not None and job_priority(plain.spec, classes).checkpoint_wait_s == 30.0
-    deprecated = job("c", priority=500)  # no class: no wait
-    assert deprecated.spec is not None and job_priority(deprecated.spec, classes).checkpoint_wait_s == 0.0
+    above = job("c", priority=500)  # the deprecated field cannot rise above the default: the default's, wait and all
+    assert above.spec is not None and job_priority(above.spec, classes) == job_priority(plain.spec, classes)
+    below = job("d", priority=5)  # it may yield below it: no class, no wait
+    assert below.spec is not None and job_priority(below.spec, classes).value == 5
+    assert job_priority(below.spec, classes).checkpoint_wait_s == 0.0
 
 
 # -- the victim's interval ----------------------------------------------------------------------------------------

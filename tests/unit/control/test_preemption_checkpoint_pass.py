@@ -215,7 +215,11 @@ def test_a_foreign_gang_of_a_patient_class_waits_pending_once_then_preempts() ->
     first = step([low], pods, v, gangs=given)
     record = recorded(first)
     assert record.nomination is None and record.phase == "Pending"
-    assert record.message.startswith(f"waiting until {at(1200).isoformat()} for the next checkpoint of default/low")
+    # The victim is of another namespace (default, the gang's is team): named by its UID, not its name.
+    head = (
+        f"waiting until {at(1200).isoformat()} for the next checkpoint of a gang of another namespace (UID {low.uid})"
+    )
+    assert record.message.startswith(head) and "default/low" not in record.message
     events = [e.reason for _, e in next(a for a in first.gang_actions if a.key == KEY).events]
     assert events == ["WaitingForCheckpoint"]
     assert first.wake_at == at(1200) and not [a for a in first.actions if a.job == LOW]

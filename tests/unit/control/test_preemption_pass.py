@@ -3,13 +3,13 @@ held for the preemptor alone, and every way a gang may not preempt or be preempt
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
 import pytest
 from control_builders import T0, at, cluster, job, pod
-from pass_builders import CONFIG, actions_of, member_body, placed, running
+from pass_builders import CONFIG, TRUSTED, actions_of, member_body, placed, running
 from pass_builders import planner as gang_planner
 from test_gang_pass import KEY, OWNER, member, recorded, two_nodes
 from test_gang_pass import gang as foreign_gang
@@ -17,6 +17,7 @@ from test_gang_pass import run as run_gangs
 
 from gputopo.api.conditions import INVALID, PLACED, PREEMPTED
 from gputopo.api.trainingjob import JobPhase, TrainingJobStatus
+from gputopo.control.admission import AdmissionAnswer
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.gangpass import GangInput, GangPlanner
 from gputopo.control.gangrecords import GangRecord
@@ -34,6 +35,8 @@ CLASSES = {
     "research": PriorityClassFacts("research", 100),
     "prod": PriorityClassFacts("prod", 1000),
     "urgent-never": PriorityClassFacts("urgent-never", 5000, PreemptionPolicy.NEVER),
+    "sheltered": PriorityClassFacts("sheltered", 100, protected=True),  # gputopo.io/preemptible: "false"
+    "sheltered-low": PriorityClassFacts("sheltered-low", 10, protected=True),
 }
 SETTINGS = PreemptionSettings()
 HIGH, LOW = JobKey(("default", "high")), JobKey(("default", "low"))
@@ -70,7 +73,12 @@ def step(
     nominated: dict[JobKey, tuple[Nomination, datetime]] | None = None,
     gangs: GangInput | None = None,
     settings: PreemptionSettings | None = SETTINGS,
+    restarted: bool = False,
+    admissions: Mapping[JobKey, AdmissionAnswer] | None = None,
 ) -> PassResult:
+    """One pass of the operator that ran the test's earlier passes (``TRUSTED``), or of a new one (``restarted``)."""
+    if restarted:
+        TRUSTED.clear()
     by_job: dict[JobKey, list[PodFacts]] = {}
     for p in pods:
         by_job.setdefault(JobKey((p.namespace, str(p.job))), []).append(p)
@@ -82,8 +90,13 @@ def step(
         busy=frozenset(busy),
         gangs=gangs,
         nominated=nominated or {},
+        trusted=dict(TRUSTED),
+        admissions=admissions,
     )
-    return run_pass(facts, PassRules(CONFIG, place, preemption=settings))
+    result = run_pass(facts, PassRules(CONFIG, place, preemption=settings))
+    TRUSTED.clear()
+    TRUSTED.update(result.trusted)
+    return result
 
 
 def read_back(j: JobFacts, result: PassResult) -> JobFacts:
@@ -188,11 +201,28 @@ def test_preemption_policy_never_waits() -> None:
     assert result.nominated == {}
 
 
-def test_a_non_preemptible_job_or_one_within_its_minimum_runtime_is_no_victim() -> None:
-    for spec in ({"preemption": {"preemptible": False}}, {"preemption": {"minRuntimeSeconds": 3600}}):
-        low, pods = low_running(**spec)
-        result = step([low, tj("high", "prod")], pods, view(*pods))
-        assert result.nominated == {}, spec
+PROTECTING = [
+    # (case, the victim's class, its spec, the cluster's longest minimum runtime, whether it is preempted)
+    ("its-class-protects-it", "sheltered", {}, 3600.0, False),
+    ("its-own-word-does-not", "research", {"preemption": {"preemptible": False}}, 3600.0, True),
+    ("within-its-minimum-runtime", "research", {"preemption": {"minRuntimeSeconds": 3600}}, 3600.0, False),
+    ("its-minimum-runtime-past-the-clusters", "research", {"preemption": {"minRuntimeSeconds": 3600}}, 600.0, True),
+]
+
+
+@pytest.mark.parametrize(("case", "cls", "spec", "longest", "preempted"), PROTECTING, ids=[c[0] for c in PROTECTING])
+def test_only_a_class_protects_a_job_and_its_minimum_runtime_is_bounded(
+    case: str, cls: str, spec: dict[str, object], longest: float, preempted: bool
+) -> None:
+    """The job has run 1000 s. Its PriorityClass's gputopo.io/preemptible "false" keeps it; its own
+    spec.preemption.preemptible does not, and its minimum runtime counts up to the cluster's longest."""
+    status = running(placed([("n0", list(range(8)))]))
+    status.conditions = []
+    low = tj("low", cls, status, **spec)
+    pods = [pod(low, 0, node="n0", gpus=tuple(range(8)), phase="Running")]
+    settings = replace(SETTINGS, max_min_runtime_seconds=longest)
+    result = step([low, tj("high", "prod")], pods, view(*pods), settings=settings)
+    assert (HIGH in result.nominated) is preempted
 
 
 def test_a_job_preempted_recently_is_protected() -> None:
@@ -261,12 +291,14 @@ def test_a_nomination_lapses_when_its_node_is_cordoned() -> None:
     assert any(e.reason == "NominationLapsed" for e in mine.events)
 
 
-def test_priority_comes_from_the_class_the_deprecated_field_or_the_global_default() -> None:
+def test_priority_comes_from_the_class_or_the_global_default_and_the_deprecated_field_only_lowers_it() -> None:
+    """spec.priority needs no PriorityClass: it may yield below what the cluster grants, never rise above it."""
     low, pods = low_running()
-    assert step([low, job("old", priority=500, status=None)], pods, view(*pods)).nominated != {}
+    assert step([low, job("old", priority=500, status=None)], pods, view(*pods)).nominated == {}
     default = {**CLASSES, "default": PriorityClassFacts("default", 2000, global_default=True)}
     v = replace(view(*pods), priority_classes=default)
     assert step([low, job("plain", priority=None)], pods, v).nominated != {}
+    assert step([low, job("yields", priority=50)], pods, v).nominated == {}
 
 
 def test_an_unknown_priority_class_makes_the_job_invalid_naming_the_field() -> None:
@@ -316,12 +348,35 @@ def test_a_foreign_gang_victim_is_evicted_whole_and_waits_preempted() -> None:
     assert [(e.victim, e.source) for e in result.preempted] == [(KEY, "job")]
 
 
-def test_a_bare_pod_gang_or_one_marked_non_preemptible_is_no_victim() -> None:
+def test_a_bare_pod_gang_is_no_victim() -> None:
     g, record = _running_gang(priority=10)
     bare = replace(g, owner=None)
-    for gang_, notes in ((bare, {}), (g, {"gputopo.io/preemptible": "false"})):
-        result = step([tj("high", "prod", workers=2)], [], two_node_view(), gangs=_gang_input(gang_, record, **notes))
-        assert result.nominated == {}
+    result = step([tj("high", "prod", workers=2)], [], two_node_view(), gangs=_gang_input(bare, record))
+    assert result.nominated == {}
+
+
+GANG_PROTECTING = [
+    # (case, the pods' annotations, the pods' PriorityClass, whether the gang is preempted)
+    ("its-pods-say-non-preemptible", {"gputopo.io/preemptible": "false"}, None, True),
+    ("its-pods-claim-a-minimum-runtime-for-ever", {"gputopo.io/min-runtime-seconds": "inf"}, None, True),
+    ("its-pods-claim-a-minimum-runtime-of-nan", {"gputopo.io/min-runtime-seconds": "nan"}, None, True),
+    ("its-class-protects-it", {}, "sheltered-low", False),
+]
+
+
+@pytest.mark.parametrize(("case", "notes", "cls", "preempted"), GANG_PROTECTING, ids=[c[0] for c in GANG_PROTECTING])
+def test_a_foreign_gangs_pods_cannot_opt_out_of_preemption(
+    case: str, notes: dict[str, str], cls: str | None, preempted: bool
+) -> None:
+    """The gang was planned at 0 and has run 1000 s; the cluster's longest minimum runtime is 600 s."""
+    g, record = _running_gang(priority=10)
+    given = _gang_input(g, record, **notes)
+    if cls is not None:
+        for b in given.bodies.values():
+            b["spec"]["priorityClassName"] = cls
+    settings = replace(SETTINGS, max_min_runtime_seconds=600.0)
+    result = step([tj("high", "prod", workers=2)], [], two_node_view(), gangs=given, settings=settings)
+    assert (HIGH in result.nominated) is preempted
 
 
 def _low_on_two_nodes() -> tuple[JobFacts, list[PodFacts], ClusterView]:

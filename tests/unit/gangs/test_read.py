@@ -369,3 +369,11 @@ def test_in_dra_mode_a_jobs_ranks_take_the_gpus_of_their_claim_template() -> Non
 
 def replace_templates(owners: Owners, templates: dict[tuple[str, str], int | str] | None) -> Owners:
     return replace(owners, claim_templates=templates)
+
+
+def test_a_gangs_priority_is_its_lowest_members() -> None:
+    """One member of a higher priority does not lift the gang: the gang preempts and is ordered as its least."""
+    high = _contract("a", rank="0").priority(1000).build()
+    low = _contract("b", rank="1").priority(10).build()
+    (found,) = read_gangs([high, low], Owners()).gangs
+    assert found.priority == 10

@@ -7,7 +7,7 @@ GPUs freed for a preemptor from every other gang; ``preempt_by_priority`` is the
 """
 
 from gputopo.placement.preemption.domains import Domain
-from gputopo.placement.preemption.eligibility import victim_refusal
+from gputopo.placement.preemption.eligibility import min_runtime, victim_refusal
 from gputopo.placement.preemption.exclusive import plan_exclusive_preemption
 from gputopo.placement.preemption.gangs import (
     Nomination,
@@ -39,6 +39,7 @@ __all__ = [
     "held_placement",
     "hold_nominations",
     "lapsed_nominations",
+    "min_runtime",
     "plan_exclusive_preemption",
     "plan_preemption",
     "resumes_from",

@@ -201,7 +201,8 @@ class PreemptionRules:
     domains whose victim sets are worked out, cheapest bound first. ``near_share`` and ``near_gpu_s``: plans of the
     lowest victim priority whose work lost is within this share of the least, or within this many GPU-seconds
     of it, count as equally cheap, and among them the best bus bandwidth for the preemptor wins (an 8-GPU gang
-    on one NVSwitch board instead of two PCIe pairs is worth a few more GPU-minutes lost).
+    on one NVSwitch board instead of two PCIe pairs is worth a few more GPU-minutes lost). ``max_min_runtime_s``:
+    the longest minimum runtime a gang may claim for itself (a workload's own word, so bounded by the cluster's).
     """
 
     now: float = 0.0
@@ -210,6 +211,7 @@ class PreemptionRules:
     max_domains: int = 24
     near_share: float = 0.2
     near_gpu_s: float = 900.0
+    max_min_runtime_s: float = math.inf  # a gang's own minimum runtime counts up to this (the cluster's maximum)
 
 
 def victim_allowance(per_pass: int, left: int, per_gang: int) -> int:
