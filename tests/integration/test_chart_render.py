@@ -327,7 +327,7 @@ def test_uninstall_lifts_the_gates_with_a_hook_job_of_its_own_minimal_rights() -
     assert weights["Job"] > max(w for k, w in weights.items() if k != "Job"), "its rights exist before it runs"
     pod = job["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["command"] == ["gputopo", "ungate", "--all"]
+    assert container["command"] == ["python", "-m", "gputopo.cli.ungate", "--all"]
     assert container["image"] == find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
     assert pod["serviceAccountName"] == UNGATE and pod["securityContext"]["runAsNonRoot"] is True
     assert find(docs, "ClusterRole", UNGATE)["rules"] == [

@@ -2,7 +2,8 @@
 
 It removes only ``gputopo.io/placement`` from the pods it holds, in every namespace (``--all``), one namespace, or
 one gang of one namespace, through ``gputopo.cli.gates``; the operator need not run. The chart's post-delete hook
-runs ``gputopo ungate --all`` on ``helm uninstall``.
+runs it on ``helm uninstall`` as ``python -m gputopo.cli.ungate --all``: the command alone, which needs only the
+operator image's dependencies (the whole ``gputopo`` CLI also loads the sandbox's fake probes, and NVML with them).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import typer
 from gputopo.cli.errors import fail
 from gputopo.cli.gates import UngateReport, ungate
 
-__all__ = ["register"]
+__all__ = ["main", "register"]
 
 
 def _run(kubeconfig: str | None, namespace: str | None, gang: str | None, dry_run: bool) -> UngateReport:
@@ -85,3 +86,14 @@ def command(
 
 def register(app: typer.Typer) -> None:
     app.command("ungate")(command)
+
+
+def main() -> None:
+    """``python -m gputopo.cli.ungate``: ``gputopo ungate`` as a program of its own."""
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command()(command)
+    app(prog_name="gputopo ungate")
+
+
+if __name__ == "__main__":
+    main()

@@ -3,6 +3,8 @@ gputopo's gate while the gates read are still there."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import jsonpatch
@@ -104,3 +106,15 @@ def test_bad_arguments_are_one_line_errors(case: str, args: list[str], message: 
     assert result.exit_code == 2, case
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.output
+
+
+def test_the_uninstall_hooks_command_needs_only_the_operator_images_dependencies() -> None:
+    """The chart's hook runs ``python -m gputopo.cli.ungate`` in the operator image, which has no NVML binding and
+    no probe fakes: the module must not load them (the whole ``gputopo`` CLI does, through the sandbox)."""
+    code = (
+        "import sys, gputopo.cli.ungate\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in {'pynvml', 'gputopo_probe', 'grpc'}"
+        " or m.startswith(('gputopo.sandbox', 'gputopo.controller'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
