@@ -82,7 +82,8 @@ def probe_process_rss(seconds: float) -> dict[str, Any]:
         argv = [sys.executable, "-m", "gputopo_probe.main", "--fake", str(FIXTURES / EIGHT_GPU[0]),
                 "--node-name", "bench", "--interval", "0.5", "--listen", "127.0.0.1:0",
                 "--kubeconfig", str(kubeconfig)]  # fmt: skip
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env = {**os.environ, "GPUTOPO_PROBE_TEST_CLUSTER": "true"}  # fake mode publishes only on test clusters
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         try:
             time.sleep(seconds)  # a benchmark waits for a steady state; tests never do this
             alive = proc.poll() is None

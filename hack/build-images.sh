@@ -7,7 +7,8 @@
 # The base is PYTHON_IMAGE: by default the local stand-in that hack/build-kind-node.sh builds from Debian
 # (gputopo/python:3.11-bookworm) when it exists, else the Dockerfiles' own python:*-slim. Each build context holds
 # only what its Dockerfile copies, sent as a tar, so the legacy builder (no BuildKit here) sends no more than
-# BuildKit would with the Dockerfile's .dockerignore.
+# BuildKit would with the Dockerfile's .dockerignore. The Python dependencies come from each image's hash-locked
+# requirements.txt (hack/lock-requirements.sh), fetched from the package index pip is configured with.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TAG="${1:-dev}"
@@ -45,7 +46,9 @@ build_kueue() {
   built "$image" "$t0"
 }
 
-build gputopo-operator "$ROOT" images/operator/Dockerfile pyproject.toml README.md operator node-probe
-build gputopo-probe "$ROOT" images/probe/Dockerfile pyproject.toml README.md operator node-probe
+build gputopo-operator "$ROOT" images/operator/Dockerfile images/operator/requirements.txt pyproject.toml README.md \
+  operator node-probe
+build gputopo-probe "$ROOT" images/probe/Dockerfile images/probe/requirements.txt pyproject.toml README.md \
+  operator node-probe
 build gputopo-allreduce "$ROOT/images/allreduce" Dockerfile allreduce.py
 build_kueue

@@ -25,6 +25,7 @@ from gputopo_probe.nvml import Nvml, translate
 from gputopo_probe.probe import Probe, to_yaml
 from gputopo_probe.roles import NicRoleRules
 from gputopo_probe.runner import DEFAULT_CONFIRM_S
+from gputopo_probe.testcluster import require_test_cluster
 
 if TYPE_CHECKING:
     from gputopo_probe.fake.node import FakeNode
@@ -168,6 +169,9 @@ def run_single(args: argparse.Namespace) -> int:
     if args.fake:
         from gputopo_probe.source import load_fake_topology
 
+        if not (args.once and args.print):
+            require_test_cluster("--fake", os.environ)
+
         source = _labelled_topology(args, node) if args.fake_topology_label else args.fake
         fake = _fake(node, load_fake_topology(source, args.gpu_model), args.fault_dir)
         nvml, sysfs = Nvml(fake.nvml), fake.reader()
@@ -206,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if farm:
             from gputopo_probe.farm import run_farm
 
+            require_test_cluster("gputopo-probe farm", os.environ)
             return run_farm(args)
         return run_single(args)
     except ProbeError as error:

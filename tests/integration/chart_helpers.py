@@ -36,7 +36,7 @@ OPERATOR = f"{RELEASE}-operator"
 PROBE = f"{RELEASE}-probe"
 POLICY = f"{PROBE}-own-node"
 # The sandbox has no NVIDIA runtime; fake-NVML mode drops the runtime class and the NVIDIA environment.
-SANDBOX_VALUES = ["--set", "probe.fake=hgx-h100"]
+SANDBOX_VALUES = ["--set", "probe.fake=hgx-h100", "--set", "probe.testCluster=true"]
 TEST_LABEL = "gputopo.io/chart-test"
 
 

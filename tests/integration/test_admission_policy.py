@@ -17,6 +17,7 @@ import pytest
 from chart_helpers import find, render
 
 from gputopo.gangs.model import GATE
+from gputopo.sandbox.admission import GATING_LABEL, enable_gating
 from gputopo.sandbox.testing import SandboxHandle
 
 NS = "gputopo-gang-gate"
@@ -62,6 +63,7 @@ def policy(sandbox: SandboxHandle) -> Iterator[SandboxHandle]:
     objects = [find(docs, "MutatingAdmissionPolicy"), find(docs, "MutatingAdmissionPolicyBinding")]
     names = [o["metadata"]["name"] for o in objects]
     sandbox.kubectl("create", "namespace", NS, check=False)
+    enable_gating(sandbox.kubectl, NS)  # gating is opt-in per namespace
     sandbox.kubectl(
         "apply", "--server-side", "--force-conflicts", "--field-manager=gang-gate-test", "-f", "-",
         input="\n---\n".join(json.dumps(o) for o in objects),
@@ -117,6 +119,31 @@ def test_gate_is_appended_to_gpu_pods_of_gangs_only(
         assert gates(stored) == want, case
     finally:
         policy.kubectl("delete", "pod", manifest["metadata"]["name"], "-n", NS, "--wait=false", check=False)
+
+
+OPT_IN = [
+    ("unlabelled", None, []),
+    ("opted-out", "disabled", []),
+    ("opted-in", "enabled", [GATE]),
+]
+
+
+@pytest.mark.parametrize(("case", "label", "want"), OPT_IN, ids=[c[0] for c in OPT_IN])
+def test_only_namespaces_that_opt_in_are_gated(
+    policy: SandboxHandle, case: str, label: str | None, want: list[str]
+) -> None:
+    ns = f"gputopo-gang-gate-{case}"
+    policy.kubectl("create", "namespace", ns, check=False)
+    try:
+        if label is not None:
+            policy.kubectl("label", "namespace", ns, f"{GATING_LABEL}={label}", "--overwrite")
+        policy.wait_for(
+            "the default ServiceAccount", lambda: policy.kubectl("get", "sa", "default", "-n", ns, check=False)
+        )
+        manifest = pod("gang-0", labels={"gputopo.io/gang": "g"}, resources=GPU)
+        assert gates(create(policy, manifest, namespace=ns, dry_run=True)) == want, case
+    finally:
+        policy.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
 def test_pods_in_kube_system_are_never_gated(policy: SandboxHandle) -> None:

@@ -15,6 +15,7 @@ from gputopo.controller.settings import OperatorSettings
 from gputopo.gangs.model import GATE
 
 NAMESPACE_NAME = "kubernetes.io/metadata.name"
+GATING_LABEL = "gputopo.io/gating"
 
 
 def test_chart_lints_strictly() -> None:
@@ -178,6 +179,13 @@ REFUSED = [
      "gangs.enabled is true but the cluster runs Kubernetes v1.35.2"),
     ("unknown-gang-selector-key", ["--set", "gangs.namespaceSelector.matchLabel.team=ml"],
      "additional properties 'matchLabel' not allowed"),
+    ("fake-mode-outside-a-test-cluster", ["--set", "probe.fake=hgx-h100"],
+     "probe.fake is \"hgx-h100\" but probe.testCluster is false"),
+    ("fake-kubelet-mode-outside-a-test-cluster",
+     ["--set", "probe.fake=hgx-h100", "--set", "probe.fakeAllocation=kubelet", "--set", "probe.testCluster=false"],
+     "it is for test clusters (kind, kwok) only"),
+    ("prometheus-rule-without-prometheus-operator", ["--set", "metrics.prometheusRule.enabled=true"],
+     "install the Prometheus Operator first"),
     ("bad-gang-selector-operator",
      ["--set-json", 'gangs.objectSelector.matchExpressions=[{"key":"a","operator":"Is"}]'],
      "/gangs/objectSelector/matchExpressions/0/operator"),
@@ -235,13 +243,24 @@ def test_gate_policy_gates_gpu_pods_of_gangs_on_create_and_never_blocks_a_pod() 
     assert binding["spec"]["policyName"] == GATE_POLICY
 
 
-def test_gate_binding_leaves_out_kube_system_and_the_release_namespace_by_default() -> None:
+OPTED_IN = {"key": GATING_LABEL, "operator": "In", "values": ["enabled"]}
+NOT_OPTED_OUT = {"key": GATING_LABEL, "operator": "NotIn", "values": ["disabled"]}
+
+
+def test_gate_binding_gates_only_namespaces_that_opt_in_by_default() -> None:
     _, binding = _gate()
     match = binding["spec"]["matchResources"]
     assert match["namespaceSelector"] == {
-        "matchExpressions": [{"key": NAMESPACE_NAME, "operator": "NotIn", "values": ["kube-system", NS]}]
+        "matchExpressions": [{"key": NAMESPACE_NAME, "operator": "NotIn", "values": ["kube-system", NS]}, OPTED_IN]
     }
     assert match["objectSelector"] == {}
+
+
+def test_gate_binding_without_opt_in_gates_every_namespace_but_those_opted_out() -> None:
+    _, binding = _gate("--set", "gangs.optIn=false")
+    assert binding["spec"]["matchResources"]["namespaceSelector"] == {
+        "matchExpressions": [{"key": NAMESPACE_NAME, "operator": "NotIn", "values": ["kube-system", NS]}, NOT_OPTED_OUT]
+    }
 
 
 def test_gate_binding_follows_the_selectors_and_the_operators_namespaces() -> None:
@@ -254,6 +273,7 @@ def test_gate_binding_follows_the_selectors_and_the_operators_namespaces() -> No
         "matchLabels": {"team": "ml"},
         "matchExpressions": [
             {"key": NAMESPACE_NAME, "operator": "NotIn", "values": ["kube-system", NS]},
+            OPTED_IN,
             {"key": NAMESPACE_NAME, "operator": "In", "values": ["ml-a", "ml-b"]},
         ],
     }
@@ -263,6 +283,7 @@ def test_gate_binding_follows_the_selectors_and_the_operators_namespaces() -> No
 def test_gate_policy_can_be_turned_off() -> None:
     docs = render("--set", "gangs.enabled=false")
     assert not {d["kind"] for d in docs} & {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
+    assert not [d for d in docs if d["kind"] == "Job"], "no gates set, none to lift on uninstall"
     crds = {d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"}
     assert "gangplacements.gputopo.io" in crds, "GangPlacements stay: gangs gated by hand are still placed"
 
@@ -285,3 +306,96 @@ def test_operator_may_make_and_release_the_kueue_workloads_of_its_trainingjobs()
     granted = {(g, r): set(rule["verbs"]) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
     assert granted[("kueue.x-k8s.io", "workloads")] == {"get", "list", "watch", "create", "delete"}
     assert granted[("kueue.x-k8s.io", "workloads/status")] == {"get", "patch", "update"}
+
+
+# -- the way out of gating, and the probe's least privilege ----------------------------------------------------
+
+UNGATE = f"{RELEASE}-ungate"
+HOOK = {"helm.sh/hook": "post-delete", "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded"}
+
+
+def test_uninstall_lifts_the_gates_with_a_hook_job_of_its_own_minimal_rights() -> None:
+    docs = render()
+    hooks = [d for d in docs if d["metadata"].get("annotations", {}).get("helm.sh/hook") == "post-delete"]
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in hooks) == [
+        ("ClusterRole", UNGATE), ("ClusterRoleBinding", UNGATE), ("Job", UNGATE), ("ServiceAccount", UNGATE)
+    ]  # fmt: skip
+    for hook in hooks:
+        assert HOOK.items() <= hook["metadata"]["annotations"].items(), hook["kind"]
+    job = find(docs, "Job", UNGATE)
+    weights = {d["kind"]: int(d["metadata"]["annotations"]["helm.sh/hook-weight"]) for d in hooks}
+    assert weights["Job"] > max(w for k, w in weights.items() if k != "Job"), "its rights exist before it runs"
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"] == ["python", "-m", "gputopo.cli.ungate", "--all"]
+    assert container["image"] == find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert pod["serviceAccountName"] == UNGATE and pod["securityContext"]["runAsNonRoot"] is True
+    assert find(docs, "ClusterRole", UNGATE)["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]}
+    ]
+    binding = find(docs, "ClusterRoleBinding", UNGATE)
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": UNGATE, "namespace": NS}]
+    assert not [d for d in render("--set", "gangs.ungateOnUninstall=false") if d["kind"] == "Job"]
+
+
+def test_the_example_alerts_watch_the_oldest_gated_pod_and_the_operators_absence() -> None:
+    docs = render(
+        "--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.prometheusRule.gatedPodAgeSeconds=600",
+        "--api-versions", "monitoring.coreos.com/v1/PrometheusRule",
+    )  # fmt: skip
+    (group,) = find(docs, "PrometheusRule")["spec"]["groups"]
+    rules = {r["alert"]: r for r in group["rules"]}
+    assert rules["GputopoGatedPodStranded"]["expr"] == (
+        f'max(gputopo_oldest_gated_pod_age_seconds{{namespace="{NS}"}}) > 600'
+    )
+    assert f'service="{OPERATOR}-metrics"' in rules["GputopoOperatorDown"]["expr"]
+    assert all("gputopo ungate" in r["annotations"]["description"] for r in rules.values())
+    assert not [d for d in render() if d["kind"] == "PrometheusRule"]
+
+
+PROBE_POD_READS = [
+    ("real-gpus", [], False),
+    ("fake-plan", [*SANDBOX_VALUES, "--set", "probe.fakeAllocation=plan"], True),
+    ("fake-device-plugin", [*SANDBOX_VALUES, "--set", "probe.fakeAllocation=device-plugin"], True),
+    ("fake-kubelet", [*SANDBOX_VALUES, "--set", "probe.fakeAllocation=kubelet"], False),
+    ("fake-dra", [*SANDBOX_VALUES, "--set", "probe.fakeAllocation=dra"], False),
+]
+
+
+@pytest.mark.parametrize(("case", "args", "lists"), PROBE_POD_READS, ids=[c[0] for c in PROBE_POD_READS])
+def test_the_probe_lists_pods_only_in_the_fake_modes_that_read_them(case: str, args: list[str], lists: bool) -> None:
+    rules = find(render(*args), "ClusterRole", PROBE)["rules"]
+    assert any("pods" in r["resources"] and "" in r["apiGroups"] for r in rules) is lists, case
+
+
+def test_fake_mode_tells_the_probe_it_runs_on_a_declared_test_cluster() -> None:
+    env = find(render(*SANDBOX_VALUES), "DaemonSet")["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "GPUTOPO_PROBE_TEST_CLUSTER", "value": "true"} in env
+    real = find(render(), "DaemonSet")["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert "GPUTOPO_PROBE_TEST_CLUSTER" not in {e["name"] for e in real}
+
+
+def test_the_probes_own_node_policy_covers_its_resourceslices() -> None:
+    policy = find(render(), "ValidatingAdmissionPolicy", f"{PROBE}-own-node")["spec"]
+    rules = {(tuple(r["apiGroups"]), tuple(r["resources"])) for r in policy["matchConstraints"]["resourceRules"]}
+    assert (("resource.k8s.io",), ("resourceslices",)) in rules
+    checks = " ".join(" ".join(v["expression"].split()) for v in policy["validations"])
+    assert "variables.sliceNode == variables.nodeName" in checks
+    assert "oldObject.spec.nodeName == variables.nodeName" in checks, "an update may not take another node's slice"
+
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+def test_images_are_pinned_by_digest_when_given() -> None:
+    docs = render("--set", f"operator.image.digest={DIGEST}", "--set", f"probe.image.digest={DIGEST}")
+    images = [
+        find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"],
+        find(docs, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]["image"],
+        find(docs, "Job", UNGATE)["spec"]["template"]["spec"]["containers"][0]["image"],
+    ]
+    assert images == [
+        f"ghcr.io/gputopo/gputopo-operator@{DIGEST}",
+        f"ghcr.io/gputopo/gputopo-probe@{DIGEST}",
+        f"ghcr.io/gputopo/gputopo-operator@{DIGEST}",
+    ]

@@ -97,6 +97,9 @@ Cross-field rules the schema cannot express. Rendered from every template that d
 {{- if and $probe.enabled (not $probe.nodeSelector) (not $probe.affinity) }}
 {{- fail "probe.nodeSelector and probe.affinity are both empty: the probe would run on every node, GPU or not; select the GPU nodes (for example probe.nodeSelector.nvidia\\.com/gpu\\.present=true)" }}
 {{- end }}
+{{- if and $probe.enabled $probe.fake (not $probe.testCluster) }}
+{{- fail (printf "probe.fake is %q but probe.testCluster is false: fake mode publishes made-up GPUs and, with fakeAllocation kubelet or dra, writes into the kubelet's directories as root; it is for test clusters (kind, kwok) only: set probe.testCluster=true there, or leave probe.fake empty" $probe.fake) }}
+{{- end }}
 {{- $over := $op.config.tierOversubscription }}
 {{- if and $over (ne (len $over) (len $op.config.tierLabels)) }}
 {{- fail (printf "operator.config.tierOversubscription has %d values but operator.config.tierLabels has %d: give one oversubscription per tier label, in the same order" (len $over) (len $op.config.tierLabels)) }}
@@ -107,6 +110,9 @@ Cross-field rules the schema cannot express. Rendered from every template that d
 {{- end }}
 {{- if and .Values.metrics.serviceMonitor.enabled (not (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor")) }}
 {{- fail "metrics.serviceMonitor.enabled is true but the cluster does not serve monitoring.coreos.com/v1 ServiceMonitor: install the Prometheus Operator first (with helm template, pass --api-versions monitoring.coreos.com/v1/ServiceMonitor)" }}
+{{- end }}
+{{- if and .Values.metrics.prometheusRule.enabled (not (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/PrometheusRule")) }}
+{{- fail "metrics.prometheusRule.enabled is true but the cluster does not serve monitoring.coreos.com/v1 PrometheusRule: install the Prometheus Operator first (with helm template, pass --api-versions monitoring.coreos.com/v1/PrometheusRule)" }}
 {{- end }}
 {{- if and .Values.gangs.enabled (semverCompare "<1.36-0" .Capabilities.KubeVersion.Version) }}
 {{- fail (printf "gangs.enabled is true but the cluster runs Kubernetes %s: the placement gate is an admissionregistration.k8s.io/v1 MutatingAdmissionPolicy, served from 1.36; set gangs.enabled=false (gangs gputopo does not own are then placed by kube-scheduler alone)" .Capabilities.KubeVersion.Version) }}

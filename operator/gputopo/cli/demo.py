@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gputopo.sandbox import DEFAULT_NAME, Sandbox, SandboxError
+from gputopo.sandbox.admission import enable_gating
 from gputopo.sandbox.faults import link_fault
 
 __all__ = ["register"]
@@ -287,6 +288,8 @@ def demo(
         console.print(box.kubectl("get", "nodes", "-L", "gputopo.io/interconnect,gputopo.io/gpu.count,"
                                   "fabric.topograph.run/tier-0"))  # fmt: skip
         box.kubectl("create", "namespace", NAMESPACE, check=False)
+        # The demo's gangs gputopo does not own (an Indexed Job, a PodGroup) are gated: gating is opt-in.
+        enable_gating(box.kubectl, NAMESPACE)
         # A demo run again on the same sandbox starts from an empty namespace, not from the last run's jobs.
         box.kubectl("delete", "trainingjobs,jobs,pods", "--all", "-n", NAMESPACE, "--wait=true", "--timeout=90s")
         examples = _examples_dir()

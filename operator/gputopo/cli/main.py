@@ -2,7 +2,7 @@
 
 import typer
 
-from gputopo.cli import demo, plan, sandbox, simulate, topo
+from gputopo.cli import demo, plan, sandbox, simulate, topo, ungate
 
 __all__ = ["app"]
 
@@ -14,5 +14,5 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (topo, plan, simulate, sandbox, demo):
+for module in (topo, plan, simulate, sandbox, demo, ungate):
     module.register(app)

@@ -207,6 +207,8 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
             gangs = runtime.gangs
             if gangs is not None:
                 await stack.enter_async_context(gang_watches)
+                runtime.metrics.watch_gated(gang_watches.pods.values)
+                stack.callback(runtime.metrics.watch_gated, None)
             logger.info("control loop started (this replica leads)")
             config = runtime.config
 

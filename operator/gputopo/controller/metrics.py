@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from gputopo.api.trainingjob import JobPhase
 from gputopo.control.reconcile import PassResult
+from gputopo.gangs.model import GATE
 
-__all__ = ["Metrics"]
+__all__ = ["Metrics", "oldest_gated_age"]
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -76,6 +80,24 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.oldest_gated_pod = Gauge(
+            "gputopo_oldest_gated_pod_age_seconds",
+            "Age of the oldest pod held by gputopo's scheduling gate (gputopo.io/placement), as the leading "
+            "replica's watch sees it at the scrape; 0 when none. A gate the operator never lifts strands its pod: "
+            "alert when this grows (docs/security.md), and lift the gates with `gputopo ungate`.",
+            registry=self.registry,
+        )
+
+    def watch_gated(
+        self, pods: Callable[[], Iterable[Mapping[str, Any]]] | None, clock: Callable[[], float] = time.time
+    ) -> None:
+        """Read the oldest gated pod's age from ``pods`` at each scrape (None: stop, 0 from now on)."""
+        if pods is None:
+            self.oldest_gated_pod.set_function(lambda: 0.0)
+            return
+        source = pods
+        self.oldest_gated_pod.set_function(lambda: oldest_gated_age(source(), clock()))
+
     def observe_result(self, result: PassResult, seconds: float, placing: int, writing: int, held: int) -> None:
         """A pass that took ``seconds``, with ``writing`` jobs' writes going out (``placing`` of them gangs') and
         ``held`` jobs' reports held back."""
@@ -103,3 +125,35 @@ class Metrics:
     def serve(self, port: int) -> None:
         if port:
             start_http_server(port, registry=self.registry)
+
+
+def _created(pod: Mapping[str, Any]) -> float | None:
+    meta = pod.get("metadata")
+    stamp = meta.get("creationTimestamp") if isinstance(meta, Mapping) else None
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _gated(pod: Mapping[str, Any]) -> bool:
+    spec = pod.get("spec")
+    gates = spec.get("schedulingGates") if isinstance(spec, Mapping) else None
+    return isinstance(gates, list) and any(isinstance(g, Mapping) and g.get("name") == GATE for g in gates)
+
+
+def oldest_gated_age(pods: Iterable[Mapping[str, Any]], now: float) -> float:
+    """Seconds since the oldest pod held by gputopo's gate was created (0: none). Read from another thread (the
+    scrape) while the watch changes the pods: a pod gone meanwhile, or a store changed under the iteration,
+    ends the reading with what was seen so far rather than failing the scrape."""
+    oldest: float | None = None
+    try:
+        for pod in pods:
+            created = _created(pod) if _gated(pod) else None
+            if created is not None and (oldest is None or created < oldest):
+                oldest = created
+    except (KeyError, RuntimeError):
+        pass
+    return max(0.0, now - oldest) if oldest is not None else 0.0

@@ -78,12 +78,14 @@ class NodeInfo:
     def nvlink_domain(self) -> str:
         """The node's multi-node NVLink domain (an NVL72 rack's clique), '' when it is in none.
 
-        The probe's ``gputopo.io/nvlink.clique`` label, else GPU Feature Discovery's ``nvidia.com/gpu.clique``,
-        else what the topology's fabric info says (the GFD rule, ``gputopo.topology.fabric.node_domain``).
+        GPU Feature Discovery's ``nvidia.com/gpu.clique`` label, else the probe's ``gputopo.io/nvlink.clique``,
+        else what the topology's fabric info says (the GFD rule, ``gputopo.topology.fabric.node_domain``). GFD's
+        label wins: it is NVIDIA's, set by the GPU Operator's own daemon, and what Kueue TAS, topograph and
+        JobSets already group by; the probe's label only stands in where GFD does not run.
         """
         return (
-            self.labels.get(LABEL_NVLINK_CLIQUE)
-            or self.labels.get(LABEL_GFD_CLIQUE)
+            self.labels.get(LABEL_GFD_CLIQUE)
+            or self.labels.get(LABEL_NVLINK_CLIQUE)
             or node_domain(self.topology).clique
         )
 

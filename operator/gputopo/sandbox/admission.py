@@ -2,6 +2,9 @@
 give the GPU pods of gangs gputopo does not own (Indexed Jobs, PodGroups, JobSets, ...) the scheduling gate
 ``gputopo.io/placement``, rendered by ``helm template`` from charts/gputopo exactly as a release would install
 them, so that the sandbox's operator places such gangs whole. ``Sandbox.up(operator=True)`` installs them.
+
+Gating is opt-in, as the chart installs it: only namespaces labelled ``gputopo.io/gating=enabled`` are gated, so
+whatever expects its gangs' pods gated labels its namespace with ``enable_gating``.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ from gputopo.sandbox.errors import SandboxError
 
 __all__ = [
     "GATE_POLICY_TEMPLATE",
+    "GATING_ENABLED",
+    "GATING_LABEL",
     "PROBE_NAMESPACE",
     "RELEASE",
     "chart_dir",
+    "enable_gating",
     "install_gate_policy",
     "render_gate_policy",
 ]
@@ -31,8 +37,11 @@ __all__ = [
 RELEASE = "gputopo"
 GATE_POLICY_TEMPLATE = "templates/operator/gang-gate-policy.yaml"
 # A namespace every cluster has and the binding never leaves out (it leaves out kube-system and the release's),
-# where a server-side dry run shows whether the API server applies the policy yet.
+# where a server-side dry run shows whether the API server applies the policy yet (once labelled for gating).
 PROBE_NAMESPACE = "kube-public"
+# The namespace label that opts a namespace's gangs into gating (the chart's gangs.optIn).
+GATING_LABEL = "gputopo.io/gating"
+GATING_ENABLED = "enabled"
 POLICY_KINDS = ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
 
 Kubectl = Callable[..., str]
@@ -95,8 +104,14 @@ def _gated(kubectl: Kubectl) -> bool:
     return any(g.get("name") == GATE for g in stored.get("spec", {}).get("schedulingGates", []))
 
 
+def enable_gating(kubectl: Kubectl, namespace: str) -> None:
+    """Opt ``namespace`` into gating: the chart's policy gates its gangs' GPU pods from now on."""
+    kubectl("label", "namespace", namespace, f"{GATING_LABEL}={GATING_ENABLED}", "--overwrite")
+
+
 def install_gate_policy(kubectl: Kubectl, docs: list[dict[str, Any]], *, timeout: float) -> None:
     """Apply the rendered policy and binding and wait until the API server gates a gang's GPU pod with them."""
+    enable_gating(kubectl, PROBE_NAMESPACE)
     kubectl(
         "apply", "--server-side", "--force-conflicts", "--field-manager=gputopo-sandbox", "-f", "-",
         input="\n---\n".join(json.dumps(doc) for doc in docs),

@@ -368,7 +368,9 @@ class Sandbox:
         if self.gpu_allocation == "dra":
             argv.append("--dra")
         argv += ["--fake-allocation", str(self._state().get("fake_allocation", "plan"))]
-        processes.start(argv, pid_file=pid_file, log_file=self.log_dir / "probe-farm.log")
+        # The sandbox is a test cluster: its fake probes may publish (gputopo_probe.testcluster).
+        env = {"GPUTOPO_PROBE_TEST_CLUSTER": "true"}
+        processes.start(argv, pid_file=pid_file, log_file=self.log_dir / "probe-farm.log", env=env)
         _log(f"fake node probes started (log: {self.log_dir / 'probe-farm.log'})")
 
     @property

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gputopo.errors import GputopoError
+from gputopo.sandbox.admission import enable_gating
 
 __all__ = [
     "Jobs",
@@ -191,12 +192,21 @@ class Jobs:
 
 @contextmanager
 def namespaced_operator(
-    kubectl: Kubectl, kubeconfig: Path, log_file: Path, namespace: str, settings: Mapping[str, str]
+    kubectl: Kubectl,
+    kubeconfig: Path,
+    log_file: Path,
+    namespace: str,
+    settings: Mapping[str, str],
+    *,
+    gated: bool = True,
 ) -> Iterator[OperatorProcess]:
-    """An operator that watches only ``namespace`` (created here), named after it, with no metrics or
-    liveness port and plain logs, plus ``settings``. On exit the namespace is deleted, then the operator stops.
+    """An operator that watches only ``namespace`` (created here, and opted into the chart's gating unless not
+    ``gated``), named after it, with no metrics or liveness port and plain logs, plus ``settings``. On exit the
+    namespace is deleted, then the operator stops.
     """
     kubectl("create", "namespace", namespace, check=False)
+    if gated:
+        enable_gating(kubectl, namespace)
     proc = OperatorProcess(
         kubeconfig,
         log_file,

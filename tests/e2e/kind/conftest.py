@@ -105,6 +105,8 @@ def installed(cluster: Kind) -> Kind:
     """The chart, installed as docs/install.md says; the probe fakes each worker's labelled topology."""
     cluster.kubectl("create", "namespace", NS)
     cluster.kubectl("label", "namespace", NS, "pod-security.kubernetes.io/enforce=privileged")
+    # The jobs' namespace opts into gating (gangs.optIn), so its Indexed Jobs and PodGroups are placed whole.
+    cluster.kubectl("label", "namespace", "default", "gputopo.io/gating=enabled", "--overwrite")
     t0 = time.monotonic()
     cluster.helm(
         "install", RELEASE, str(ROOT / "charts" / "gputopo"), "-n", NS, "--wait", "--timeout", "5m",
@@ -112,7 +114,8 @@ def installed(cluster: Kind) -> Kind:
         "--set", "operator.image.pullPolicy=Never",
         "--set", "probe.image.repository=gputopo-probe", "--set", f"probe.image.tag={TAG}",
         "--set", "probe.image.pullPolicy=Never",
-        "--set", "probe.fake=hgx-h100", "--set", f"probe.fakeTopologyLabel={TOPOLOGY_LABEL}",
+        "--set", "probe.fake=hgx-h100", "--set", "probe.testCluster=true",
+        "--set", f"probe.fakeTopologyLabel={TOPOLOGY_LABEL}",
         "--set", "probe.fakeAllocation=kubelet",
         "--set", "probe.intervalSeconds=1",
         "--set", f"probe.extraArgs={{--fault-dir={FAULT_DIR}}}",

@@ -589,8 +589,25 @@ def test_with_dra_each_rank_gets_exactly_its_planned_gpus_before_and_after_a_mov
 
 
 def test_helm_uninstall_leaves_no_gputopo_pods_and_keeps_the_crds_and_jobs(installed: Kind) -> None:
+    # A pod still held by gputopo's gate (beside a gate of someone else's) when the release goes: a rank of a
+    # gang of 64 eight-GPU ranks, which the operator cannot place here and so leaves gated.
+    held = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "held-at-uninstall", "namespace": JOBS_NS,
+                     "labels": {"gputopo.io/gang": "held-at-uninstall", "gputopo.io/gang-size": "64"}},
+        "spec": {
+            "schedulingGates": [{"name": "gputopo.io/placement"}, {"name": "example.com/hold"}],
+            "containers": [{"name": "main", "image": "gputopo-allreduce:" + TAG,
+                            "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
+        },
+    }  # fmt: skip
+    installed.kubectl("apply", "-f", "-", input=json.dumps(held))
     installed.helm("uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "5m")
     wait_for("no pods left in the release namespace", lambda: not installed.get("pods", "-n", NS)["items"], timeout=180)
+    # The post-delete hook lifted gputopo's gate, and only it.
+    gates = installed.get("pod", "held-at-uninstall", "-n", JOBS_NS)["spec"].get("schedulingGates")
+    installed.kubectl("delete", "pod", "held-at-uninstall", "-n", JOBS_NS, "--wait=false")
+    assert gates == [{"name": "example.com/hold"}]
     # docs/install.md and the README: crds.keep (the default) keeps the CRDs, and with them the jobs.
     crds = {c["metadata"]["name"] for c in installed.get("crds")["items"]}
     assert {"trainingjobs.gputopo.io", "nodetopologies.gputopo.io", "nodepodgpus.gputopo.io"} <= crds

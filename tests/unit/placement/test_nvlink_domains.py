@@ -148,6 +148,22 @@ def test_domain_comes_from_labels_too() -> None:
     assert isinstance(result, Placement) and "NVLink domain" in result.bottleneck
 
 
+CLIQUE_LABELS = [
+    ("gfd-alone", {"nvidia.com/gpu.clique": "gfd"}, "gfd"),
+    ("probe-alone", {"gputopo.io/nvlink.clique": "probe"}, "probe"),
+    ("gfd-wins-over-the-probe", {"gputopo.io/nvlink.clique": "probe", "nvidia.com/gpu.clique": "gfd"}, "gfd"),
+    ("empty-gfd-label-is-no-label", {"gputopo.io/nvlink.clique": "probe", "nvidia.com/gpu.clique": ""}, "probe"),
+]
+
+
+@pytest.mark.parametrize(("case", "labels", "domain"), CLIQUE_LABELS, ids=[c[0] for c in CLIQUE_LABELS])
+def test_gpu_feature_discoverys_clique_outranks_the_probes(case: str, labels: dict[str, str], domain: str) -> None:
+    built = node("t0", "gb200-tray")
+    for key, value in labels.items():
+        built = built.label(key, value)
+    assert built.build().nvlink_domain == domain, case
+
+
 @pytest.mark.parametrize(
     ("workers", "gpus", "cap"),
     [(24, 4, 16), (4, 4, 2), (3, 1, 16), (40, 4, 16), (6, 2, 1)],

@@ -193,10 +193,13 @@ def test_exec_credentials_are_refused_clearly(tmp_path: Path) -> None:
         load_credentials(_kubeconfig(tmp_path, {"exec": {"command": "aws"}}, {}))
 
 
-def test_once_publishes_a_fake_node(api: tuple[FakeApiServer, Kube], tmp_path: Path) -> None:
+def test_once_publishes_a_fake_node(
+    api: tuple[FakeApiServer, Kube], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``gputopo-probe --fake … --once`` end to end against the recording API server."""
     from gputopo_probe.main import main
 
+    monkeypatch.setenv("GPUTOPO_PROBE_TEST_CLUSTER", "true")
     server, _ = api
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(

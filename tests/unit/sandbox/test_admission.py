@@ -1,5 +1,6 @@
 """The sandbox's placement-gate policy: rendered by `helm template --show-only` of the chart's template for the
-operator's namespace, applied, and waited for until a dry-run GPU pod of a gang comes back gated; helm missing,
+operator's namespace, applied, and waited for until a dry-run GPU pod of a gang (in a namespace opted into
+gating) comes back gated; helm missing,
 a render of other kinds and a policy that never takes effect are SandboxErrors."""
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class FakeKubectl:
 
     def __call__(self, *args: str, input: str | None = None, check: bool = True) -> str:
         self.calls.append((args, input))
-        if args[0] == "apply":
+        if args[0] in ("apply", "label"):
             return ""
         self.tries += 1
         pod: dict[str, Any] = json.loads(input or "{}")
@@ -86,7 +87,9 @@ def test_install_applies_the_rendered_objects_and_waits_for_the_gate(monkeypatch
     kubectl = FakeKubectl(gated_after=3)
     docs = [{"kind": "MutatingAdmissionPolicy"}, {"kind": "MutatingAdmissionPolicyBinding"}]
     admission.install_gate_policy(kubectl, docs, timeout=60)
-    (apply_args, applied), *probes = kubectl.calls
+    (label_args, _), (apply_args, applied), *probes = kubectl.calls
+    # Gating is opt-in: the namespace of the dry-run pod is labelled before it is asked.
+    assert label_args == ("label", "namespace", admission.PROBE_NAMESPACE, "gputopo.io/gating=enabled", "--overwrite")
     assert apply_args[:2] == ("apply", "--server-side")
     assert [json.loads(d)["kind"] for d in (applied or "").split("\n---\n")] == [d["kind"] for d in docs]
     assert len(probes) == 3
