@@ -12,6 +12,7 @@ from gputopo.api.nodetopology import FabricState, GpuHealthState, LinkState, Nic
 from gputopo.api.trainingjob import TrainingJobSpec, TrainingJobStatus
 from gputopo.control.facts import JobFacts, NodeFacts, PodFacts, PodGpusFacts, TopologyFacts, job_facts
 from gputopo.control.view import ClusterView
+from gputopo.gangs.unbound import UNSCHEDULABLE, Refusal
 from gputopo.topology.catalog import load_node_type
 from gputopo.topology.fabric import health_mask, with_fabric
 from gputopo.topology.model import Topology
@@ -73,7 +74,10 @@ def pod(
     phase: str = "Pending",
     deleting: bool = False,
     unschedulable_since: datetime | None = None,
+    refusal: Refusal | None = None,
 ) -> PodFacts:
+    if unschedulable_since is not None:
+        refusal = Refusal(UNSCHEDULABLE, "0/2 nodes are available", unschedulable_since)
     return PodFacts(
         namespace=job_.namespace,
         name=f"{job_.name}-{rank}",
@@ -87,7 +91,7 @@ def pod(
         generation=generation,
         phase=phase,
         deleting=deleting,
-        unschedulable_since=unschedulable_since,
+        refusal=refusal,
         scheduled_at=T0 if node else None,
     )
 

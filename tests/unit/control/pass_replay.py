@@ -45,6 +45,7 @@ from gputopo.control.ledger import Ledger, PlannedGang
 from gputopo.control.lifecycle import Config
 from gputopo.control.quarantine import Quarantine
 from gputopo.control.view import ClusterView
+from gputopo.gangs.unbound import UNSCHEDULABLE, Refusal
 from gputopo.placement import DEFAULT_TIERS, place
 from gputopo.placement.cache import PlacementCache
 from gputopo.placement.types import Placement as EnginePlacement
@@ -171,7 +172,7 @@ def move_on(world: World) -> None:
                     p, node=node, scheduled_at=world.now, phase=rng.choice(("Pending", "Running"))
                 )
             elif roll < 0.75:
-                world.pods[name] = replace(p, unschedulable_since=p.unschedulable_since or world.now)
+                world.pods[name] = replace(p, refusal=p.refusal or Refusal(UNSCHEDULABLE, "", world.now))
         elif p.phase == "Pending" and roll < 0.7:
             world.pods[name] = replace(p, phase="Running")
         elif p.phase == "Running" and roll < 0.04:
