@@ -5,17 +5,19 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputopo.api.nodepodgpus import PodGpus
 from gputopo.api.nodetopology import FabricState, GpuHealthState, LinkState, NicState
 from gputopo.api.trainingjob import TrainingJobSpec, TrainingJobStatus
 from gputopo.control.facts import JobFacts, NodeFacts, PodFacts, PodGpusFacts, TopologyFacts, job_facts
 from gputopo.control.view import ClusterView
-from gputopo.gangs.unbound import UNSCHEDULABLE, Refusal
 from gputopo.topology.catalog import load_node_type
 from gputopo.topology.fabric import health_mask, with_fabric
 from gputopo.topology.model import Topology
+
+if TYPE_CHECKING:  # the replay imports this module with f5ae149's operator, which has no gangs.unbound
+    from gputopo.gangs.unbound import Refusal
 
 T0 = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 TIER0 = "fabric.topograph.run/tier-0"
@@ -77,6 +79,8 @@ def pod(
     refusal: Refusal | None = None,
 ) -> PodFacts:
     if unschedulable_since is not None:
+        from gputopo.gangs.unbound import UNSCHEDULABLE, Refusal
+
         refusal = Refusal(UNSCHEDULABLE, "0/2 nodes are available", unschedulable_since)
     return PodFacts(
         namespace=job_.namespace,
