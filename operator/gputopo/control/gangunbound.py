@@ -77,9 +77,9 @@ def overdue(
 
 
 def _said(members: dict[int, Member], gang: Gang) -> str:
-    """kube-scheduler's words, each once: the pods', then the PodGroup's."""
+    """kube-scheduler's words, each once: the pods', then the PodGroup's where it says otherwise."""
     words = list(dict.fromkeys(str(m.refusal) for m in members.values() if m.refusal is not None))
-    if gang.group_refusal is not None:
+    if gang.group_refusal is not None and str(gang.group_refusal) not in words:
         words.append(f"PodGroup {gang.id.name}: {gang.group_refusal}")
     return "; ".join(words)
 

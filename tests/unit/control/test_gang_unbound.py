@@ -3,6 +3,7 @@ a plan it does not bind within the timeout lets its GPUs go; TrainingJobs follow
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -110,9 +111,12 @@ def test_a_plan_kube_scheduler_refuses_past_the_timeout_lets_its_gpus_go_and_sta
 def test_the_podgroups_own_condition_reaches_the_status_too() -> None:
     record = recorded(run_gangs([gang(member(0), member(1))], two_nodes()))
     said = Refusal("SchedulerError", PRIORITY, at(20))
-    refused = gang(*(_steered(r, said) for r in (0, 1)), group_refusal=said)
+    group = Refusal("Unschedulable", "minCount (2) cannot be satisfied: 0 scheduled, 2 remaining", at(20))
+    refused = gang(*(_steered(r, said) for r in (0, 1)), group_refusal=group)
     after = recorded(run_gangs([refused], two_nodes(), {KEY: record}, now=40))
-    assert f"PodGroup {GANG.name}: SchedulerError" in after.message
+    assert f"PodGroup {GANG.name}: Unschedulable: minCount (2)" in after.message
+    same = recorded(run_gangs([replace(refused, group_refusal=said)], two_nodes(), {KEY: record}, now=40))
+    assert "PodGroup" not in same.message  # the same words once
 
 
 def test_an_unschedulable_rank_is_still_planned_again_off_its_node() -> None:
