@@ -343,7 +343,7 @@ def demo(
             _preempt(box, examples / "preemption" / "urgent-eval.yaml", timeout)
             console.print(job_table(_jobs(box)))
         console.print(f"\nexplore: export KUBECONFIG={box.kubeconfig}; kubectl get tj,gangs -n {NAMESPACE}")
-        console.print("stop:    gputopo sandbox down")
+        console.print("stop:    gputopo sandbox down" + (f" --name {name}" if name != DEFAULT_NAME else ""))
     except SandboxError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
