@@ -6,7 +6,9 @@ production job that preempts a research job for its node.
 from __future__ import annotations
 
 import json
+import random
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,8 +21,13 @@ from gputopo.sandbox import DEFAULT_NAME, Sandbox, SandboxError
 from gputopo.sandbox.admission import enable_gating
 from gputopo.sandbox.faults import link_fault
 
-__all__ = ["register"]
+__all__ = ["NODES", "Order", "arrival_order", "register"]
 
+# Three spines of the mixed profile: 14 NVSwitch nodes, two spines with 4 HGX H100 each. The examples together want 9
+# whole NVSwitch nodes (the TrainingJobs 7, the Indexed Job 2) and 4 H100 nodes under one spine: with 16 nodes (8
+# NVSwitch nodes, one such spine) the gang served last never fits, and which one that is depends on the order the
+# examples arrive in. With 24 each is placed whatever the order (tests/unit/cli/test_demo_orders.py).
+NODES = 24
 NAMESPACE = "demo"
 PRIORITY_CLASSES = "priority-classes.yaml"
 VICTIM = "llama-8gpu"  # a research job of examples/ on one whole NVSwitch node
@@ -34,6 +41,35 @@ def _examples_dir() -> Path:
         if candidate.is_dir() and any(candidate.glob("*.yaml")):
             return candidate
     raise SandboxError("examples/ not found; run the demo from a gputopo source checkout")
+
+
+class Order(StrEnum):
+    """In which order the demo applies the examples (the PriorityClasses always first: the jobs name them)."""
+
+    NAME = "name"
+    REVERSE = "reverse"
+    SHUFFLED = "shuffled"
+
+
+def arrival_order(examples: Path, order: Order, rng: random.Random | None = None) -> list[Path]:
+    """The example manifests the demo applies (``examples/*.yaml``), in ``order``, the PriorityClasses first."""
+    paths = sorted(p for p in examples.glob("*.yaml") if p.name != PRIORITY_CLASSES)
+    if order is Order.REVERSE:
+        paths.reverse()
+    elif order is Order.SHUFFLED:
+        (rng or random.Random()).shuffle(paths)
+    first = examples / PRIORITY_CLASSES
+    return [first, *paths] if first.is_file() else paths
+
+
+def _apply_examples(box: Sandbox, examples: Path, order: Order) -> int:
+    """Apply the examples in ``order``; returns how many gangs gputopo does not own they declare."""
+    gangs = 0
+    for path in arrival_order(examples, order):
+        box.kubectl("apply", "-n", NAMESPACE, "-f", str(path))
+        gangs += _gang_documents(path)
+        console.print(f"applied {path.name}")
+    return gangs
 
 
 def _jobs(box: Sandbox) -> list[dict[str, Any]]:
@@ -272,13 +308,16 @@ def _preempt(box: Sandbox, manifest: Path, timeout: float) -> None:
 
 
 def demo(
-    nodes: Annotated[int, typer.Option("--nodes", min=1, help="Simulated GPU nodes.")] = 16,
+    nodes: Annotated[int, typer.Option("--nodes", min=1, help="Simulated GPU nodes.")] = NODES,
     name: Annotated[str, typer.Option("--name", help="Sandbox name.")] = DEFAULT_NAME,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for each step.")] = 120.0,
     fault: Annotated[bool, typer.Option("--fault/--no-fault", help="A link failure under a running job.")] = True,
     preempt: Annotated[
         bool, typer.Option("--preempt/--no-preempt", help="An urgent job that preempts a research job.")
     ] = True,
+    order: Annotated[
+        Order, typer.Option("--order", help="In which order the examples are applied (by name, reversed, shuffled).")
+    ] = Order.NAME,
 ) -> None:
     """Run the whole story on a local sandbox."""
     box = Sandbox(name)
@@ -293,12 +332,7 @@ def demo(
         # A demo run again on the same sandbox starts from an empty namespace, not from the last run's jobs.
         box.kubectl("delete", "trainingjobs,jobs,pods", "--all", "-n", NAMESPACE, "--wait=true", "--timeout=90s")
         examples = _examples_dir()
-        gangs = 0
-        # The PriorityClasses first: the jobs name them.
-        for path in sorted(examples.glob("*.yaml"), key=lambda p: (p.name != PRIORITY_CLASSES, p.name)):
-            box.kubectl("apply", "-n", NAMESPACE, "-f", str(path))
-            gangs += _gang_documents(path)
-            console.print(f"applied {path.name}")
+        gangs = _apply_examples(box, examples, order)
         # A gang's pods that kwok runs to completion let their GPUs go, and a job waiting for them is placed then.
         _wait_gangs(box, gangs, timeout)
         _wait_settled(box, timeout)
@@ -312,7 +346,7 @@ def demo(
             _preempt(box, examples / "preemption" / "urgent-eval.yaml", timeout)
             console.print(job_table(_jobs(box)))
         console.print(f"\nexplore: export KUBECONFIG={box.kubeconfig}; kubectl get tj,gangs -n {NAMESPACE}")
-        console.print("stop:    gputopo sandbox down")
+        console.print("stop:    gputopo sandbox down" + (f" --name {name}" if name != DEFAULT_NAME else ""))
     except SandboxError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None

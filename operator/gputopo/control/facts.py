@@ -25,6 +25,7 @@ from gputopo.api.group import (
 from gputopo.api.nodepodgpus import PodGpus
 from gputopo.api.preemption import ANNOTATION_CHECKPOINT_TIME
 from gputopo.api.trainingjob import TrainingJobSpec, TrainingJobStatus
+from gputopo.gangs.unbound import Refusal, refusal
 from gputopo.placement.constraints import Taint
 from gputopo.topology.model import Topology
 
@@ -144,7 +145,7 @@ class PodFacts:
     generation: int | None = None
     phase: str = "Pending"
     deleting: bool = False
-    unschedulable_since: datetime | None = None
+    refusal: Refusal | None = None  # why kube-scheduler has not bound it (PodScheduled False), since when
     scheduled_at: datetime | None = None  # when kube-scheduler bound it
     created: datetime | None = None
     gang: str | None = None  # gputopo.io/gang: "<source>/<name>" of a foreign gang that gputopo steered it into
@@ -183,12 +184,10 @@ def pod_facts(body: Mapping[str, Any]) -> PodFacts:
         ),
         None,
     )
-    unschedulable_since = scheduled_at = None
+    scheduled_at = None
     for cond in map(as_dict, as_list(status.get("conditions"))):
         if (cond.get("type"), cond.get("status")) == ("PodScheduled", "True"):
             scheduled_at = parse_time(cond.get("lastTransitionTime"))
-        if (cond.get("type"), cond.get("status"), cond.get("reason")) == ("PodScheduled", "False", "Unschedulable"):
-            unschedulable_since = parse_time(cond.get("lastTransitionTime"))
     job = labels.get(LABEL_JOB)
     return PodFacts(
         namespace=str(meta.get("namespace", "default")),
@@ -203,7 +202,7 @@ def pod_facts(body: Mapping[str, Any]) -> PodFacts:
         generation=_int(annotations.get(ANNOTATION_PLACEMENT_GENERATION)),
         phase=str(status.get("phase") or "Pending"),
         deleting=bool(meta.get("deletionTimestamp")),
-        unschedulable_since=unschedulable_since,
+        refusal=refusal(body),
         scheduled_at=scheduled_at,
         created=parse_time(meta.get("creationTimestamp")),
         gang=str(annotations[ANNOTATION_GANG]) if annotations.get(ANNOTATION_GANG) else None,

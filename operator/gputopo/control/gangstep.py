@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from gputopo.api.preemption import MAX_NAMED, PreemptionStatus
 from gputopo.api.trainingjob import WorkerPlacement
+from gputopo.control import gangunbound as unbound
 from gputopo.control.dra import GpuAllocation
 from gputopo.control.facts import JobKey
 from gputopo.control.failure import Fault, faults_under
@@ -309,15 +310,12 @@ def _held(
         why = f"ranks {names} did not arrive within {int(arrival_timeout)}s of the plan: its GPUs are let go"
         released = replace(rec, phase=Phase.RELEASED, message=why, ranks=(), missing=missing, released_with=len(live))
         return GangStep(actions, released)
-    stuck = _stuck(gang, rec, now, unschedulable_timeout)
-    if stuck:
-        return _unstick(gang, rec, stuck, actions)
+    refused = unbound.refused(gang, rec)
+    late, wake = unbound.overdue(refused, rec, now, unschedulable_timeout)
+    if late:
+        return _give_up(gang, rec, unbound.give_up(gang, rec, late, unschedulable_timeout), actions, len(live))
     waiting = _steer(gang, rec, bodies, pin, actions)
-    wake = recheck
-    for member in _live(gang).values():
-        if member.unschedulable_since is not None and not member.node and not member.gated:
-            due = member.unschedulable_since + timedelta(seconds=unschedulable_timeout)
-            wake = due if wake is None else min(wake, due)
+    wake = recheck if wake is None else min(wake, recheck or wake)
     if missing and rec.planned_at is not None:
         due = rec.planned_at + timedelta(seconds=arrival_timeout)
         wake = due if wake is None else min(wake, due)
@@ -327,7 +325,7 @@ def _held(
     elif bound and not missing:
         phase, why = Phase.RUNNING, ""
     else:
-        phase, why = Phase.PLANNED, _planned_message(missing, waiting)
+        phase, why = Phase.PLANNED, _planned_message(missing, waiting, unbound.waiting_words(refused, gang))
     waiting_for = tuple(r for r in unplanned if r in live and live[r].gated)
     if rec.phase == Phase.RESTARTING:
         for rank in unplanned:
@@ -337,36 +335,20 @@ def _held(
     return GangStep(actions, record, wants_ranks=waiting_for, wake_at=wake)
 
 
-def _stuck(gang: Gang, rec: GangRecord, now: datetime, timeout: float) -> dict[int, Member]:
-    """Steered pods kube-scheduler has found unschedulable on their planned node for ``timeout`` (another pod took
-    the GPUs meanwhile, the node filled up): a pinned pod cannot be steered again, only made anew."""
-    plan = rec.plan
-    return {
-        rank: m
-        for rank, m in _live(gang).items()
-        if rank in plan
-        and not m.gated
-        and not m.node
-        and m.unschedulable_since is not None
-        and now - m.unschedulable_since >= timedelta(seconds=timeout)
-    }
-
-
-def _unstick(gang: Gang, rec: GangRecord, stuck: dict[int, Member], actions: GangActions) -> GangStep:
-    """Evict the stuck pods so their owner makes them again, gated, and plan their ranks anew off those nodes."""
-    nodes = frozenset(rec.plan[r].node for r in stuck)
-    ranks = tuple(sorted(stuck))
-    if gang.owner is None and not gang.evict_bare:
-        why = (
-            f"ranks {_list(ranks)} cannot be bound on their planned nodes ({', '.join(sorted(nodes))}); their pods "
-            'are bare, so they are not evicted: delete them, or set gputopo.io/evict-bare-pods: "true"'
-        )
-        return GangStep(actions, replace(rec, message=why))
-    actions.evictions.extend(Eviction(m.pod, m.uid) for m in stuck.values())
-    kept = tuple(p for p in rec.ranks if p.rank not in stuck)
-    why = f"ranks {_list(ranks)} stayed unschedulable on {', '.join(sorted(nodes))}: evicted, to be planned again"
-    actions.event(involved(gang), "Warning", "PlacementTimedOut", why)
-    return GangStep(actions, replace(rec, ranks=kept, phase=Phase.PLANNED, message=why), avoid_nodes=nodes)
+def _give_up(gang: Gang, rec: GangRecord, given: unbound.GivenUp, actions: GangActions, live: int) -> GangStep:
+    """Ranks kube-scheduler would not bind: evict their pods and plan them again off those nodes, or let the plan go
+    (``gangunbound``)."""
+    if given.release:
+        actions.event(involved(gang), "Warning", "GangNotBound", given.message)
+        released = replace(rec, phase=Phase.RELEASED, message=given.message, ranks=(), released_with=live)
+        return GangStep(actions, released)
+    if not given.evict:
+        return GangStep(actions, replace(rec, message=given.message))
+    actions.evictions.extend(Eviction(m.pod, m.uid) for m in given.evict)
+    actions.event(involved(gang), "Warning", "PlacementTimedOut", given.message)
+    kept = tuple(p for p in rec.ranks if p.rank not in given.ranks)
+    record = replace(rec, ranks=kept, phase=Phase.PLANNED, message=given.message)
+    return GangStep(actions, record, avoid_nodes=given.avoid)
 
 
 def _evict_again(gang: Gang, rec: GangRecord, actions: GangActions) -> GangStep | None:
@@ -385,12 +367,12 @@ def _list(ranks: tuple[int, ...]) -> str:
     return ", ".join(map(str, ranks))
 
 
-def _planned_message(missing: tuple[int, ...], waiting: list[str]) -> str:
+def _planned_message(missing: tuple[int, ...], waiting: list[str], refused: str = "") -> str:
     """What a planned gang whose ranks are not all bound waits for: its missing ranks' pods, the claims of its
-    pods (``waiting``: why pods were held back), or kube-scheduler."""
+    pods (``waiting``: why pods were held back), or kube-scheduler (``refused``: its words on the steered pods)."""
     if missing:
         return f"waiting for ranks {_list(missing)} to be created"
-    return f"waiting: {waiting[0]}" if waiting else "waiting for kube-scheduler to bind"
+    return f"waiting: {waiting[0]}" if waiting else refused or "waiting for kube-scheduler to bind"
 
 
 def _fault(gang: Gang, rec: GangRecord, faults: list[Fault], actions: GangActions) -> GangStep:
@@ -547,8 +529,10 @@ def _announce(gang: Gang, before: GangRecord, after: GangRecord, actions: GangAc
     changed = (before.phase, before.message) != (after.phase, after.message)
     if not changed:
         return
-    if after.phase == Phase.RELEASED and after.released_with is None:
-        return  # every pod ended (its job is done, or its evicted pods are being made again): nothing incomplete
+    if after.phase == Phase.RELEASED and (
+        after.released_with is None or any(e.reason == "GangNotBound" for _, e in actions.events)
+    ):
+        return  # every pod ended (its job is done, or its evicted pods are being made again), or said already
     note = _ANNOUNCED.get(after.phase)
     if note is not None and (before.phase != after.phase or after.phase != Phase.RUNNING):
         if after.phase == Phase.RESTARTING and before.restarts == after.restarts:

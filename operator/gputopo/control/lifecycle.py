@@ -53,6 +53,7 @@ from gputopo.control.pods import is_gang, owner_reference, pod_manifest, pod_nam
 from gputopo.control.priority import job_priority
 from gputopo.control.validation import problems
 from gputopo.control.view import ClusterView
+from gputopo.gangs.unbound import give_up_at
 from gputopo.placement.types import GpuChoice, Placement, TierConfig, Unplaceable
 from gputopo.topology.views import nearest_nics
 
@@ -479,8 +480,8 @@ def _worker_ended(
 
 
 def _binding_timed_out(s: _Step, placement: PlacementStatus, current: dict[int, PodFacts]) -> JobStep | None:
-    """Running once every worker is bound and running; until then Placing, and a gang kube-scheduler could not
-    bind for ``unschedulable_timeout`` is planned again elsewhere."""
+    """Running once every worker is bound and running; until then Placing, and a gang kube-scheduler did not bind
+    for ``unschedulable_timeout`` (whatever reason it gave, ``gputopo.gangs.unbound``) is planned again elsewhere."""
     status, out, now, timeout = s.status, s.out, s.now, s.config.unschedulable_timeout
     gang = [current[w.rank] for w in placement.workers]
     if all(p.node and p.phase in ("Running", "Succeeded") for p in gang):
@@ -489,16 +490,16 @@ def _binding_timed_out(s: _Step, placement: PlacementStatus, current: dict[int, 
         status.phase = JobPhase.RUNNING
         return None
     status.phase = JobPhase.PLACING
-    stuck = [p for p in gang if p.unschedulable_since is not None]
-    if not stuck:
+    due = {p.name: at for p in gang if (at := give_up_at(p.refusal, p.created, timeout)) is not None}
+    if not due or now < min(due.values()):
+        if due:
+            out.wake(min(due.values()))
         return None
-    since = min(p.unschedulable_since for p in stuck if p.unschedulable_since)
-    expiry = since + timedelta(seconds=timeout)
-    if now < expiry:
-        out.wake(expiry)
-        return None
+    stuck = [p for p in gang if p.name in due]
     nodes = {w.node for w in placement.workers if current[w.rank] in stuck}
-    message = f"{stuck[0].name} unschedulable for {timeout:g}s on " + ", ".join(sorted(nodes))
+    refused = stuck[0].refusal
+    state = "unschedulable" if refused is None or refused.node_bound else f"not bound ({refused})"
+    message = f"{stuck[0].name} {state} for {timeout:g}s on {', '.join(sorted(nodes))}"
     return _replan(s, gang, "PlacementTimedOut", message, frozenset(nodes), "; planning again elsewhere")
 
 

@@ -24,6 +24,7 @@ from typing import Any, Final
 from gputopo.api import group
 from gputopo.api.group import LABEL_JOB
 from gputopo.gangs.model import GATE
+from gputopo.gangs.unbound import GROUP_CONDITIONS
 from gputopo.kube.client import (
     GANG_PLACEMENT_GROUP,
     GANG_PLACEMENT_PLURAL,
@@ -44,6 +45,7 @@ __all__ = [
     "trim_job",
     "trim_owner",
     "trim_pod",
+    "trim_pod_group",
 ]
 
 logger = logging.getLogger("gputopo.controller")
@@ -180,6 +182,19 @@ def trim_owner(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {"metadata": _pick(_mapping(obj.get("metadata")), _META), "spec": _trim_templates(_mapping(obj.get("spec")))}
 
 
+def trim_pod_group(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A PodGroup as ``trim_owner`` keeps it, with kube-scheduler's condition on it (``gangs.unbound``): why the
+    group is not scheduled reaches its gang's status."""
+    kept = trim_owner(obj)
+    conditions = _mapping(obj.get("status")).get("conditions")
+    scheduled = [
+        c for c in (conditions if isinstance(conditions, list) else []) if _mapping(c).get("type") in GROUP_CONDITIONS
+    ]
+    if scheduled:
+        kept["status"] = {"conditions": scheduled}
+    return kept
+
+
 def trim_gang_placement(obj: Mapping[str, Any]) -> dict[str, Any]:
     """A GangPlacement, gputopo's own record: its metadata, spec and status."""
     meta = _pick(_mapping(obj.get("metadata")), (*_META, "creationTimestamp", "deletionTimestamp"))
@@ -209,7 +224,7 @@ class GangKind:
 
 PODS: Final = GangKind("Pods", "", "v1", "pods", trim_pod, always=True)
 JOBS: Final = GangKind("Jobs", "batch", "v1", "jobs", trim_job, always=True)
-POD_GROUPS: Final = GangKind("PodGroups", "scheduling.k8s.io", "v1beta1", "podgroups", trim_owner)
+POD_GROUPS: Final = GangKind("PodGroups", "scheduling.k8s.io", "v1beta1", "podgroups", trim_pod_group)
 JOB_SETS: Final = GangKind("JobSets", "jobset.x-k8s.io", "v1alpha2", "jobsets", trim_owner)
 LEADER_WORKER_SETS: Final = GangKind(
     "LeaderWorkerSets", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", trim_owner

@@ -16,6 +16,7 @@ from gputopo.api.gpus import GpuCountError, pod_gpus
 from gputopo.api.group import DRA_DEVICE_CLASS
 from gputopo.gangs.annotations import PodNeeds
 from gputopo.gangs.model import Declared, DisruptionMode, GangId, Needs, OwnerRef
+from gputopo.gangs.unbound import Refusal
 
 __all__ = [
     "COMPLETION_INDEX",
@@ -86,6 +87,7 @@ class Claim:
     problems: tuple[str, ...] = ()
     uniform: bool = False
     never_preempts: bool = False  # its group's preemptionPolicy is Never (a PodGroup's)
+    group_refusal: Refusal | None = None  # its PodGroup's scheduled condition, False
 
 
 def mapping(value: object) -> Raw:

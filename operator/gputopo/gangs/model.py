@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Final, Literal
 
 from gputopo.api.trainingjob import IntraNode
+from gputopo.gangs.unbound import Refusal
 from gputopo.placement.template import PodConstraints
 
 __all__ = [
@@ -121,7 +122,7 @@ class Member:
     deleting: bool = False
     created: datetime | None = None
     generation: int | None = None  # gputopo.io/placement-generation
-    unschedulable_since: datetime | None = None  # kube-scheduler's PodScheduled=False Unschedulable, since
+    refusal: Refusal | None = None  # why kube-scheduler has not bound it (PodScheduled False), since when
     # The pod's node selector, required node affinity and tolerations: where its rank may be placed.
     constraints: PodConstraints = NO_CONSTRAINTS
     # Kueue (gputopo.gangs.kueuemarks): the Workload whose admission let the pod run ("" unnamed; None: not
@@ -159,6 +160,7 @@ class Gang:
     disruption: DisruptionMode = "all"
     evict_bare: bool = False  # gputopo.io/evict-bare-pods: bare pods may be evicted off a fault
     never_preempts: bool = False  # the group's own preemptionPolicy is Never (a PodGroup's)
+    group_refusal: Refusal | None = None  # why kube-scheduler has not scheduled its PodGroup
     problems: tuple[str, ...] = ()  # why the gang is refused, each naming the field or annotation
     selector: Mapping[str, str] = field(default_factory=dict)  # node selector every member's template has
 

@@ -34,6 +34,7 @@ from gputopo.gangs.claims import (
 from gputopo.gangs.kueuemarks import kueue_workload, placed_by_kueue
 from gputopo.gangs.model import GATE, NO_CONSTRAINTS, Declared, Gang, GangId, Member, Needs
 from gputopo.gangs.sources import DERIVED, EXPLICIT
+from gputopo.gangs.unbound import refusal
 from gputopo.placement.template import TemplateError, pod_constraints
 
 __all__ = ["GangsRead", "MemberMemo", "Refusal", "claim_pod", "is_member", "read_gangs"]
@@ -112,15 +113,6 @@ def _gpu_list(value: str | None) -> tuple[int, ...] | None:
     return tuple(c for c in counts if c is not None) if all(c is not None for c in counts) else None
 
 
-def _unschedulable_since(pod: Raw) -> datetime | None:
-    conditions = mapping(pod.get("status")).get("conditions")
-    for condition in conditions if isinstance(conditions, list) else ():
-        c = mapping(condition)
-        if (c.get("type"), c.get("status"), c.get("reason")) == ("PodScheduled", "False", "Unschedulable"):
-            return _created(c.get("lastTransitionTime"))
-    return None
-
-
 def _member(pod: Raw, rank: int, problems: list[str], owners: Owners) -> Member:
     meta, spec = mapping(pod.get("metadata")), mapping(pod.get("spec"))
     name = text(meta.get("name"))
@@ -147,7 +139,7 @@ def _member(pod: Raw, rank: int, problems: list[str], owners: Owners) -> Member:
         created=_created(meta.get("creationTimestamp")),
         generation=as_int(annotations.get(ANNOTATION_PLACEMENT_GENERATION)),
         constraints=constraints,
-        unschedulable_since=_unschedulable_since(pod),
+        refusal=refusal(pod),
         kueue_workload=kueue_workload(pod),
         placed_by_kueue=placed_by_kueue(pod),
     )
@@ -275,6 +267,7 @@ def _gang(
         disruption=first.disruption,
         evict_bare=any(c.evict_bare for c in claims),
         never_preempts=any(c.never_preempts for c in claims),
+        group_refusal=next((c.group_refusal for c in claims if c.group_refusal is not None), None),
         problems=_unique(problems),
     )
 

@@ -8,7 +8,10 @@
    bandwidth θ such that the domain's nodes hold the gang with every node reaching θ (the gang figure is a
    minimum over nodes, so a threshold search is exact given the offers).
 4. Keep the best domain: preferred tier first, then bus bandwidth, then the lowest tier, then best fit
-   (the fullest domain that holds the gang), so large free domains stay whole.
+   (the fullest domain that holds the gang), so large free domains stay whole. A gang on one node, and the
+   choice between node classes (GPU models), take where bus bandwidth and fit tie the pick that breaks the
+   smallest free NVLink domain (``NodeScores.broken``): two GPUs go to an NVLink pair before a whole NVSwitch
+   node, which stays for an 8-GPU gang.
 5. Fill it: fullest lower-tier switches first, the last one best fit; ranks ordered by switch.
 
 Nodes in multi-node NVLink domains (NVL72 racks) are placed by ``nvlink_domains.plan_on_domains`` instead of
@@ -29,7 +32,7 @@ from typing import NamedTuple
 from gputopo.placement.explain import intra_words, refusal
 from gputopo.placement.filters import filter_nodes
 from gputopo.placement.gang import NodeShare, assemble
-from gputopo.placement.groups import Candidate, NodeOffer, node_offer
+from gputopo.placement.groups import Candidate, NodeOffer, node_offer, usable_mask
 from gputopo.placement.nvlink_domains import DomainView, domain_view, plan_on_domains
 from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable, plural
 from gputopo.topology.memo import Table
@@ -315,16 +318,40 @@ def _fill(snapshot: Snapshot, choice: _DomainChoice, workers: int) -> list[NodeS
     return shares if need == 0 else None
 
 
-def _single_node(cands: Sequence[Candidate], workers: int) -> _SingleNode | None:
-    """The best node that holds the whole gang: fastest, then best fit, then first in the snapshot."""
+def _cut(snapshot: Snapshot, shares: Sequence[NodeShare]) -> tuple[int, int]:
+    """What the shares leave: the free GPUs left on their nodes, and the largest free NVLink domain they make
+    smaller (``NodeScores.broken``)."""
+    left = most = 0
+    for share in shares:
+        node = snapshot.nodes[share.node]
+        scores = snapshot.cache.scores(node.topology)
+        free = usable_mask(node, scores)
+        left += (free & ~share.union).bit_count()
+        most = max(most, scores.broken(free, share.union))
+    return left, most
+
+
+def _single_node(snapshot: Snapshot, cands: Sequence[Candidate], workers: int) -> _SingleNode | None:
+    """The best node that holds the whole gang: fastest, then best fit, then the one whose largest free NVLink
+    domain the gang breaks least, then first in the snapshot."""
     best: _SingleNode | None = None
+    best_key: tuple[float, int, int] = (0.0, 0, 0)
+    broken: dict[int, int] = {}  # per offer (a node class): its nodes' free GPUs are the same
     for cand in cands:
         offer = cand.offer
-        if offer.capacity >= workers:
-            left = offer.free - sum(g.bit_count() for g in offer.groups[workers - 1])
-            merit = _Merit(True, round(offer.intra[workers - 1], 6), 0, -left)
-            if best is None or merit > best.merit or (merit == best.merit and cand.node < best.share.node):
-                best = _SingleNode(merit, NodeShare(cand.node, offer.groups[workers - 1]))
+        if offer.capacity < workers:
+            continue
+        share = NodeShare(cand.node, offer.groups[workers - 1])
+        left = offer.free - share.union.bit_count()
+        merit = _Merit(True, round(offer.intra[workers - 1], 6), 0, -left)
+        if best is not None and merit.busbw_gbps < best.merit.busbw_gbps:
+            continue
+        cut = broken.get(id(offer))
+        if cut is None:
+            cut = broken[id(offer)] = _cut(snapshot, (share,))[1]
+        key = (merit.busbw_gbps, merit.fit, -cut)
+        if best is None or key > best_key or (key == best_key and cand.node < best.share.node):
+            best, best_key = _SingleNode(merit, share), key
     return best
 
 
@@ -365,7 +392,7 @@ def _domain_choices(snapshot: Snapshot, request: Request, cands: Sequence[Candid
 
 def _solve(snapshot: Snapshot, request: Request, cands: Sequence[Candidate]) -> list[NodeShare] | None:
     workers = request.workers
-    single = _single_node(cands, workers)
+    single = _single_node(snapshot, cands, workers)
     choices = _domain_choices(snapshot, request, cands) if workers >= 2 else []
     choices.sort(key=lambda c: c.merit, reverse=True)
     # A single node wins a tie: it needs no network at all.
@@ -386,6 +413,7 @@ def place(snapshot: Snapshot, request: Request) -> Placement | Unplaceable:
     prepared = _prepared(snapshot, request)
     details = prepared.details
     best: Placement | None = None
+    best_key: tuple[float, int, int] = (0.0, 0, 0)
     domain_refusal: Unplaceable | None = None
     for view, cands in prepared.sets:
         if view is not None:
@@ -399,8 +427,11 @@ def place(snapshot: Snapshot, request: Request) -> Placement | Unplaceable:
         if shares is None:
             continue
         placement = assemble(snapshot, shares)
-        if best is None or placement.busbw_gbps > best.busbw_gbps:
-            best = placement
+        # Between node classes: the faster; on a tie, best fit, then the one breaking the smaller NVLink domain.
+        left, cut = _cut(snapshot, shares)
+        key = (round(placement.busbw_gbps, 6), -left, -cut)
+        if best is None or key > best_key:
+            best, best_key = placement, key
     if best is None:
         if domain_refusal is not None:
             return Unplaceable(domain_refusal.reason, (*domain_refusal.details, *details))

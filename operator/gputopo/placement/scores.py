@@ -3,7 +3,10 @@
 Every figure comes from ``gputopo.topology``'s estimator, so the engine optimises the number the operator
 reports: ``intra`` is ``estimate_node`` of the subset, ``inter`` its ``inter_node_bandwidth`` (what a
 multi-node gang's figure takes, divided by the tier's oversubscription). ``allowed`` is the group rule of
-``well_connected_groups`` (every pair Up and meeting ``intraNode``). Subsets are bit masks of GPU indices.
+``well_connected_groups`` (every pair Up and meeting ``intraNode``). ``domain`` is the largest free NVLink
+domain (GPUs every pair of which NVLink joins: a whole NVSwitch node, an NVLink pair, a quad) and ``broken`` what
+a pick breaks of it, by which the engine keeps large domains whole for the gangs that need them when bus
+bandwidths tie. Subsets are bit masks of GPU indices.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from gputopo.topology.rails import inter_node_bandwidth
 from gputopo.topology.remainder import remainder
 from gputopo.topology.views import nearest_nics
 
-__all__ = ["NodeScores", "gpus_of"]
+__all__ = ["NodeScores", "gpus_of", "largest_clique"]
 
 # Kept with the estimator's tables, so topologies of equal content share them (an NVL72 rack's trays report
 # its own clique, so each rack has a topology object of its own, all of one content).
@@ -31,10 +34,40 @@ def gpus_of(mask: int) -> tuple[int, ...]:
     return tuple(i for i in range(mask.bit_length()) if mask >> i & 1)
 
 
+def largest_clique(mask: int, adjacent: tuple[int, ...]) -> int:
+    """The most GPUs of ``mask`` every pair of which ``adjacent`` joins (``adjacent[i]``: GPU i's partners as a mask,
+    itself included)."""
+    best = 0
+
+    def grow(size: int, left: int) -> None:
+        nonlocal best
+        if size + left.bit_count() <= best:
+            return
+        if not left:
+            best = size
+            return
+        low = left & -left
+        grow(size + 1, left & adjacent[low.bit_length() - 1] & ~low)  # with the lowest GPU
+        grow(size, left & ~low)  # without it
+
+    grow(0, mask)
+    return best
+
+
 class NodeScores:
     """Per-subset estimates of one topology (shared by every node with this topology object)."""
 
-    __slots__ = ("_adjacent", "_inter", "_intra", "_locality", "_nics", "_remainder", "healthy_mask", "topology")
+    __slots__ = (
+        "_adjacent",
+        "_domain",
+        "_inter",
+        "_intra",
+        "_locality",
+        "_nics",
+        "_remainder",
+        "healthy_mask",
+        "topology",
+    )
 
     def __init__(self, topology: Topology) -> None:
         self.topology = topology
@@ -45,6 +78,7 @@ class NodeScores:
         self._nics: dict[int, tuple[str, ...]] = {}
         self._locality: dict[int, tuple[int, int]] = {}
         self._remainder: dict[int, tuple[tuple[float, ...], ...]] = {}
+        self._domain: dict[int, int] = {}
 
     def intra_estimate(self, mask: int) -> BusBandwidth:
         found = self._intra.get(mask)
@@ -87,8 +121,21 @@ class NodeScores:
             found = self._remainder[mask] = remainder(self.topology, mask)
         return found
 
-    def allowed(self, mask: int, intra_node: IntraNode) -> bool:
-        """Whether the subset may be one worker's group: every pair Up and meeting ``intra_node``."""
+    def domain(self, mask: int) -> int:
+        """The largest NVLink domain among the GPUs ``mask``: how many of them every pair of which NVLink joins
+        (an NVSwitch node's free GPUs, an NVLink pair, a quad; 1 with no NVLink, 0 for none)."""
+        found = self._domain.get(mask)
+        if found is None:
+            found = self._domain[mask] = largest_clique(mask, self._adjacent_for(IntraNode.NVLINK))
+        return found
+
+    def broken(self, free: int, taken: int) -> int:
+        """The size of the largest free NVLink domain that taking ``taken`` of the ``free`` GPUs makes smaller
+        (0 when the largest stays whole): lower keeps the node's large domains for the gangs that need them."""
+        before = self.domain(free)
+        return before if self.domain(free & ~taken) < before else 0
+
+    def _adjacent_for(self, intra_node: IntraNode) -> tuple[int, ...]:
         adjacent = self._adjacent.get(intra_node)
         if adjacent is None:
             shared = topology_tables(self.topology).memo.table(_ADJACENT)
@@ -96,6 +143,11 @@ class NodeScores:
             if adjacent is None:
                 adjacent = shared[intra_node] = self._adjacency(intra_node)
             self._adjacent[intra_node] = adjacent
+        return adjacent
+
+    def allowed(self, mask: int, intra_node: IntraNode) -> bool:
+        """Whether the subset may be one worker's group: every pair Up and meeting ``intra_node``."""
+        adjacent = self._adjacent_for(intra_node)
         rest = mask
         while rest:
             low = rest & -rest

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputopo.api.nodepodgpus import PodGpus
 from gputopo.api.nodetopology import FabricState, GpuHealthState, LinkState, NicState
@@ -15,6 +15,9 @@ from gputopo.control.view import ClusterView
 from gputopo.topology.catalog import load_node_type
 from gputopo.topology.fabric import health_mask, with_fabric
 from gputopo.topology.model import Topology
+
+if TYPE_CHECKING:  # the replay imports this module with f5ae149's operator, which has no gangs.unbound
+    from gputopo.gangs.unbound import Refusal
 
 T0 = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 TIER0 = "fabric.topograph.run/tier-0"
@@ -73,7 +76,12 @@ def pod(
     phase: str = "Pending",
     deleting: bool = False,
     unschedulable_since: datetime | None = None,
+    refusal: Refusal | None = None,
 ) -> PodFacts:
+    if unschedulable_since is not None:
+        from gputopo.gangs.unbound import UNSCHEDULABLE, Refusal
+
+        refusal = Refusal(UNSCHEDULABLE, "0/2 nodes are available", unschedulable_since)
     return PodFacts(
         namespace=job_.namespace,
         name=f"{job_.name}-{rank}",
@@ -87,7 +95,7 @@ def pod(
         generation=generation,
         phase=phase,
         deleting=deleting,
-        unschedulable_since=unschedulable_since,
+        refusal=refusal,
         scheduled_at=T0 if node else None,
     )
 

@@ -12,9 +12,13 @@ runtime's decisions, a copy of the parallel dicts its ``Runtime`` kept: ``replay
 operator now (``PassInput`` and ``control.memory``). The digests of the old code are recorded in
 ``fixtures/passes_f5ae149.json``; ``test_old_against_new`` replays the seeds with the new code. The record is
 taken on fd6ad62: f5ae149's operator with the Grace estimator, which gives a worker every equidistant compute
-rail (its digests differ from f5ae149's alone in 96 of the 600 passes). To record again:
+rail (its digests differ from f5ae149's alone in 96 of the 600 passes), and with the placement engine's tie-break
+between node classes of equal bus bandwidth (best fit, then the smaller free NVLink domain broken: ``_cut`` and
+``NodeScores.broken``/``domain`` of ee4235a put into fd6ad62's ``placement/engine.py`` and ``scores.py``; 16 passes
+differ). To record again:
 
     mkdir -p /tmp/old && git archive fd6ad62 operator node-probe | tar -x -C /tmp/old
+    # then the tie-break of ee4235a into /tmp/old/operator/gputopo/placement/{engine,scores}.py
     PYTHONPATH=/tmp/old/operator:/tmp/old/node-probe python3 tests/unit/control/pass_replay.py \
         --record tests/unit/control/fixtures/passes_f5ae149.json
 """
@@ -177,13 +181,23 @@ def move_on(world: World) -> None:
                     p, node=node, scheduled_at=world.now, phase=rng.choice(("Pending", "Running"))
                 )
             elif roll < 0.75:
-                world.pods[name] = replace(p, unschedulable_since=p.unschedulable_since or world.now)
+                world.pods[name] = _refused(p, world.now)
         elif p.phase == "Pending" and roll < 0.7:
             world.pods[name] = replace(p, phase="Running")
         elif p.phase == "Running" and roll < 0.04:
             world.pods[name] = replace(p, phase="Failed")
         elif p.phase == "Running" and roll < 0.10:
             world.pods[name] = replace(p, phase="Succeeded")
+
+
+def _refused(p: PodFacts, now: datetime) -> PodFacts:
+    """The pod as kube-scheduler leaves it when it finds it unschedulable (since ``now``, unless it already was):
+    a ``Refusal`` in the operator now, ``unschedulable_since`` in f5ae149's."""
+    if not hasattr(p, "refusal"):
+        return replace(p, unschedulable_since=getattr(p, "unschedulable_since", None) or now)
+    from gputopo.gangs.unbound import UNSCHEDULABLE, Refusal  # not in f5ae149's operator
+
+    return replace(p, refusal=p.refusal or Refusal(UNSCHEDULABLE, "", now))
 
 
 def _planned_node(world: World, p: PodFacts) -> str | None:

@@ -25,6 +25,7 @@ from gputopo.control.view import ClusterView
 from gputopo.gangs.claims import Owners
 from gputopo.gangs.model import GATE, Declared, Gang, GangId, Member, OwnerRef
 from gputopo.gangs.read import read_gangs
+from gputopo.gangs.unbound import UNSCHEDULABLE, Refusal
 from gputopo.placement import place
 
 OWNER = OwnerRef("batch/v1", "Job", "train", "job-uid")
@@ -358,7 +359,7 @@ def test_generated_garbage_on_gang_pods_never_stops_the_pass(where: tuple[str, s
 def test_a_steered_pod_that_stays_unschedulable_is_evicted_and_its_rank_planned_again() -> None:
     record = recorded(run([gang(member(0))], two_nodes()))
     node0 = record.plan[0].node
-    stuck = member(0, gates=(), unschedulable_since=at(20))
+    stuck = member(0, gates=(), refusal=Refusal(UNSCHEDULABLE, "0/2 nodes are available", at(20)))
     g = gang(stuck, member(1, gates=(), node=record.plan[1].node, phase="Running"))
     waiting = run([g], two_nodes(), {KEY: record}, now=40)  # CONFIG: 60 s
     assert not actions(waiting).evictions and waiting.wake_at == at(80)

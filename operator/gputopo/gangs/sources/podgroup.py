@@ -36,6 +36,7 @@ from gputopo.gangs.claims import (
     text,
 )
 from gputopo.gangs.model import Declared, DisruptionMode, GangId
+from gputopo.gangs.unbound import group_refusal
 
 __all__ = ["SOURCE", "claim", "group_name"]
 
@@ -126,4 +127,5 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
         problems=tuple(problems),
         uniform=uniform,
         never_preempts=spec.get("preemptionPolicy") == "Never",
+        group_refusal=group_refusal(group),
     )
