@@ -2,7 +2,7 @@
 
 import typer
 
-from gputopo.cli import demo, plan, sandbox, simulate, topo
+from gputopo.cli import demo, kubectl, plan, sandbox, simulate, topo
 
 __all__ = ["app"]
 
@@ -14,5 +14,5 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (topo, plan, simulate, sandbox, demo):
+for module in (topo, plan, simulate, sandbox, demo, kubectl):
     module.register(app)
