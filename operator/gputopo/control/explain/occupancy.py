@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gputopo.api.conditions import PLACED
 from gputopo.control.explain.cluster import LiveCluster, job_plan
-from gputopo.control.explain.reasons import PendingReason, gang_reason, job_reason
+from gputopo.control.explain.pending import gang_waits, job_waits
+from gputopo.control.explain.reasons import PendingReason
 
 __all__ = ["HeldGang", "held_gangs", "waiting"]
 
@@ -63,18 +63,9 @@ def waiting(cluster: LiveCluster) -> list[tuple[str, str, PendingReason, str]]:
     """(kind, ``<namespace>/<name>``, reason, message) of every gang that waits, by the operator's own words."""
     out: list[tuple[str, str, PendingReason, str]] = []
     for job in cluster.jobs:
-        if job.status.phase.value in ("Succeeded", "Failed") or job_plan(job) is not None:
-            continue
-        placed = next((c for c in job.status.conditions if c.type == PLACED), None)
-        if job.spec is None:
-            out.append(("TrainingJob", f"{job.namespace}/{job.name}", PendingReason.MISCONFIGURED, job.spec_error))
-            continue
-        said = job_reason(placed.reason) if placed is not None else PendingReason.TOPOLOGY_PLACEMENT_FAILED
-        if said is not None:
-            message = placed.message if placed is not None else "the operator has not answered yet"
-            out.append(("TrainingJob", f"{job.namespace}/{job.name}", said, message))
+        if (said := job_waits(job)) is not None:
+            out.append(("TrainingJob", f"{job.namespace}/{job.name}", *said))
     for gang in cluster.gangs:
-        said = gang_reason(gang.phase, gang.message)
-        if said is not None and said is not PendingReason.WAITING_FOR_PODS and not gang.ranks:
-            out.append(("GangPlacement", f"{gang.key[0]}/{gang.name}", said, gang.message))
+        if (told := gang_waits(gang)) is not None:
+            out.append(("GangPlacement", f"{gang.key[0]}/{gang.name}", *told))
     return out
