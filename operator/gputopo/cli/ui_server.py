@@ -21,8 +21,10 @@ from aiohttp import web
 
 from gputopo.cli.live import read_objects
 from gputopo.control.explain import live_cluster, topology_map
+from gputopo.control.explain.cluster import TopologyMemo
 from gputopo.kube.client import KubeClient, load_configuration
 from gputopo.kube.errors import KubeError
+from gputopo.placement.cache import PlacementCache
 from gputopo.placement.types import DEFAULT_TIERS
 
 __all__ = ["STATIC", "make_app", "serve"]
@@ -40,10 +42,13 @@ class _MapState:
 
 
 async def _refresh(client: KubeClient, state: _MapState, interval: float) -> None:
+    memo: TopologyMemo = {}  # NodeTopologies parsed once per resourceVersion
+    cache = PlacementCache()  # what the engine works out per topology, kept as the operator keeps it
     while True:
         try:
             objects, unread = await read_objects(client)
-            document: dict[str, Any] = topology_map(live_cluster(objects, DEFAULT_TIERS, datetime.now(UTC)))
+            cluster = live_cluster(objects, DEFAULT_TIERS, datetime.now(UTC), memo, cache)
+            document: dict[str, Any] = topology_map(cluster)
             document["unread"] = unread
             content = json.dumps({k: v for k, v in document.items() if k != "observedAt"}, sort_keys=True)
             document["version"] = hashlib.sha256(content.encode()).hexdigest()[:16]

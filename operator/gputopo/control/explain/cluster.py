@@ -7,21 +7,22 @@ statuses hold in place of the operator's ledger.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from gputopo.control.facts import JobFacts, job_facts, node_facts, pod_facts
+from gputopo.control.facts import JobFacts, TopologyFacts, job_facts, node_facts, pod_facts
 from gputopo.control.gangrecords import GangRecord, planned_from_records, record_facts
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.podgpus import pod_gpus_facts
 from gputopo.control.priority import PriorityClassFacts, priority_class_facts
 from gputopo.control.topologies import topology_facts
 from gputopo.control.view import ClusterView, build_snapshot
+from gputopo.placement.cache import PlacementCache
 from gputopo.placement.types import Snapshot, TierConfig
 
-__all__ = ["ACTIVE_PHASES", "LiveCluster", "LiveObjects", "live_cluster"]
+__all__ = ["ACTIVE_PHASES", "LiveCluster", "LiveObjects", "TopologyMemo", "job_plan", "live_cluster"]
 
 # A TrainingJob in these phases holds the GPUs of its status's placement.
 ACTIVE_PHASES = frozenset({"Placing", "Running", "Rescheduling"})
@@ -50,6 +51,8 @@ class LiveCluster:
     snapshot: Snapshot
     now: datetime
     classes: Mapping[str, PriorityClassFacts] = field(default_factory=dict)
+    # What is worked out once per listing and asked for many times (the running gangs, as preemption reads them).
+    memo: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def job(self, namespace: str, name: str) -> JobFacts | None:
         return next((j for j in self.jobs if (j.namespace, j.name) == (namespace, name)), None)
@@ -71,9 +74,44 @@ def job_plan(job: JobFacts) -> PlannedGang | None:
     return PlannedGang(job.key, placement.generation, tuple((w.node, tuple(w.gpus)) for w in placement.workers))
 
 
-def live_cluster(objects: LiveObjects, tiers: TierConfig, now: datetime) -> LiveCluster:
-    """The objects parsed, and the placement engine's snapshot of them; odd objects are skipped, never raised."""
-    topologies = {f.name: f for f in map(topology_facts, objects.topologies) if f.name}
+# (name, resourceVersion) of a NodeTopology -> its parsed facts: what a reader that lists again and again (the map)
+# keeps, so only the NodeTopologies that changed are parsed again.
+TopologyMemo = MutableMapping[tuple[str, str], TopologyFacts]
+
+
+def _topologies(bodies: Sequence[Body], memo: TopologyMemo | None) -> dict[str, TopologyFacts]:
+    if memo is None:
+        return {f.name: f for f in map(topology_facts, bodies) if f.name}
+    out: dict[str, TopologyFacts] = {}
+    seen: set[tuple[str, str]] = set()
+    for body in bodies:
+        meta = body.get("metadata")
+        version = str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
+        key = (_name(body), version)
+        found = memo.get(key) if version else None
+        if found is None:
+            found = topology_facts(body)
+            if version:
+                memo[key] = found
+        seen.add(key)
+        if found.name:
+            out[found.name] = found
+    for stale in [k for k in memo if k not in seen]:
+        del memo[stale]
+    return out
+
+
+def live_cluster(
+    objects: LiveObjects,
+    tiers: TierConfig,
+    now: datetime,
+    memo: TopologyMemo | None = None,
+    cache: PlacementCache | None = None,
+) -> LiveCluster:
+    """The objects parsed, and the placement engine's snapshot of them; odd objects are skipped, never raised.
+    ``memo`` keeps parsed NodeTopologies, and ``cache`` what the engine worked out about them, from one call to the
+    next (as the operator keeps its own between passes)."""
+    topologies = _topologies(objects.topologies, memo)
     nodes = {f.name: f for f in map(node_facts, objects.nodes) if f.name}
     pods = tuple(p for p in map(pod_facts, objects.pods) if p.gpus_requested or p.holder is not None)
     classes = {c.name: c for c in map(priority_class_facts, objects.priority_classes) if c is not None}
@@ -82,5 +120,5 @@ def live_cluster(objects: LiveObjects, tiers: TierConfig, now: datetime) -> Live
     jobs = tuple(sorted(map(job_facts, objects.jobs), key=lambda j: (j.namespace, j.name)))
     gangs = tuple(sorted((r for r in map(record_facts, objects.gangs) if r is not None), key=lambda r: r.key))
     planned = [p for p in map(job_plan, jobs) if p is not None] + planned_from_records(gangs)
-    snapshot = build_snapshot(view, planned, tiers)
+    snapshot = build_snapshot(view, planned, tiers, cache=cache)
     return LiveCluster(view, jobs, gangs, snapshot, now, classes)

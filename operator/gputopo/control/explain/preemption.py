@@ -26,19 +26,20 @@ __all__ = ["job_preemption", "running_gangs"]
 
 
 def running_gangs(cluster: LiveCluster, skip: str = "") -> list[RunningGang]:
-    """The TrainingJobs that hold GPUs now, as victims are read (their class's priority, their terms)."""
-    out = []
-    for job in cluster.jobs:
-        placement = job.status.placement
-        if job.spec is None or placement is None or job.status.phase.value not in ("Running", "Placing"):
-            continue
-        if gang_name(job.key) == skip:
-            continue
-        priority = job_priority(job.spec, cluster.classes).value
-        holder = job_holder(job, placement, priority, job.status.start_time, cluster.snapshot)
-        if holder is not None:
-            out.append(holder.running)
-    return out
+    """The TrainingJobs that hold GPUs now, as victims are read (their class's priority, their terms); worked out
+    once per listing."""
+    found: list[RunningGang] | None = cluster.memo.get("running")
+    if found is None:
+        found = cluster.memo["running"] = []
+        for job in cluster.jobs:
+            placement = job.status.placement
+            if job.spec is None or placement is None or job.status.phase.value not in ("Running", "Placing"):
+                continue
+            priority = job_priority(job.spec, cluster.classes).value
+            holder = job_holder(job, placement, priority, job.status.start_time, cluster.snapshot)
+            if holder is not None:
+                found.append(holder.running)
+    return [g for g in found if g.name != skip]
 
 
 def job_preemption(cluster: LiveCluster, job: JobFacts, request: Request) -> dict[str, Any]:

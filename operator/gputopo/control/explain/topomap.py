@@ -10,10 +10,11 @@ from gputopo.control.explain.cluster import LiveCluster
 from gputopo.control.explain.explanation import explain_gang, explain_job
 from gputopo.control.explain.health import node_faults
 from gputopo.control.explain.occupancy import held_gangs, waiting
+from gputopo.control.explain.reasons import rank_of
 
 __all__ = ["MAX_EXPLAINED", "topology_map"]
 
-MAX_EXPLAINED = 24  # waiting gangs explained in full on the map; the rest show the operator's words
+MAX_EXPLAINED = 8  # waiting gangs explained in full on the map (first to fix first); the rest show the operator's words
 
 
 def _regions(cluster: LiveCluster) -> dict[str, Any]:
@@ -66,7 +67,8 @@ def topology_map(cluster: LiveCluster) -> dict[str, Any]:
             }
         )
     pending = []
-    for n, (kind, name, reason, message) in enumerate(waiting(cluster)):
+    ranked = sorted(waiting(cluster), key=lambda w: (rank_of(w[2]), w[1]))
+    for n, (kind, name, reason, message) in enumerate(ranked):
         entry: dict[str, Any] = {"kind": kind, "name": name, "reason": str(reason), "message": message}
         if n < MAX_EXPLAINED:
             namespace, short = name.split("/", 1)
