@@ -8,7 +8,7 @@ let last = null;
 let doc = null;
 
 function colour(i) {
-  return `hsl(${(i * 137.508) % 360}, 62%, 48%)`;
+  return `hsl(${(210 + i * 137.508) % 360}, 62%, 48%)`;
 }
 
 function esc(text) {
