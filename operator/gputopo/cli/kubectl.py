@@ -14,19 +14,34 @@ from gputopo.cli.errors import CliError, fail
 from gputopo.cli.live import LiveRead, read_live
 from gputopo.control.explain import Explanation, cluster_status, explain_gang, explain_job
 from gputopo.kube.errors import KubeError
+from gputopo.placement.types import DEFAULT_TIERS, TierConfig, TierLevel
 
-__all__ = ["COMMANDS", "app", "explain", "register", "status"]
+__all__ = ["COMMANDS", "app", "explain", "find", "register", "status", "tier_config"]
 
 _KINDS_JOB = ("tj", "trainingjob", "trainingjobs", "job")
 _KINDS_GANG = ("gang", "gangs", "gangplacement", "gangplacements")
 
 Output = Annotated[str, typer.Option("-o", "--output", help="text (default) or json: one JSON document on stdout.")]
 Kubeconfig = Annotated[str | None, typer.Option("--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG).")]
+TierLabels = Annotated[
+    str,
+    typer.Option(
+        "--tier-labels",
+        help="Node labels naming each node's switch per network tier, lowest first, comma-separated, as the "
+        "operator's GPUTOPO_TIER_LABELS (default: fabric.topograph.run/tier-0,fabric.topograph.run/tier-1).",
+    ),
+]
 
 
-def _read(kubeconfig: str | None) -> LiveRead:
+def tier_config(labels: str) -> TierConfig:
+    """The tiers the labels name (each at oversubscription 1); the operator's defaults for none."""
+    names = [label.strip() for label in labels.split(",") if label.strip()]
+    return TierConfig(tuple(TierLevel(n) for n in names)) if names else DEFAULT_TIERS
+
+
+def _read(kubeconfig: str | None, tier_labels: str = "") -> LiveRead:
     try:
-        return read_live(kubeconfig)
+        return read_live(kubeconfig, tier_config(tier_labels))
     except KubeError as error:
         raise CliError(f"cannot read the cluster: {error}") from None
 
@@ -60,12 +75,13 @@ def explain(
     namespace: Annotated[str, typer.Option("-n", "--namespace", help="The gang's namespace.")] = "default",
     output: Output = "text",
     kubeconfig: Kubeconfig = None,
+    tier_labels: TierLabels = "",
 ) -> None:
     """Why a gang is pending (reasons ranked, each domain's shortfall, what preemption would do), or where a
     running gang sits, its bus bandwidth, bottleneck, the health under it and its restarts."""
     try:
         _check_output(output)
-        found = find(_read(kubeconfig), target, namespace)
+        found = find(_read(kubeconfig, tier_labels), target, namespace)
     except CliError as error:
         fail(str(error))
     if output == "json":
@@ -75,12 +91,12 @@ def explain(
         typer.echo(line)
 
 
-def status(output: Output = "text", kubeconfig: Kubeconfig = None) -> None:
+def status(output: Output = "text", kubeconfig: Kubeconfig = None, tier_labels: TierLabels = "") -> None:
     """The cluster by leaf switch: free and used GPUs, gangs of 8, 16 and 64 GPUs that still fit, unhealthy
     parts, gangs per domain, and the pending gangs by reason."""
     try:
         _check_output(output)
-        read = _read(kubeconfig)
+        read = _read(kubeconfig, tier_labels)
     except CliError as error:
         fail(str(error))
     report = cluster_status(read.cluster)
@@ -98,12 +114,13 @@ def _ui(
     address: Annotated[str, typer.Option("--address", help="Address to listen on.")] = "127.0.0.1",
     interval: Annotated[float, typer.Option("--interval", help="Seconds between reads of the cluster.")] = 1.0,
     kubeconfig: Kubeconfig = None,
+    tier_labels: TierLabels = "",
 ) -> None:
     """Serve the live topology map (read-only) on http://127.0.0.1:PORT/ until interrupted."""
     from gputopo.cli.ui_server import serve
 
     try:
-        serve(address, port, interval, kubeconfig)
+        serve(address, port, interval, kubeconfig, tier_config(tier_labels))
     except KubeError as error:
         fail(f"cannot read the cluster: {error}")
 

@@ -25,7 +25,7 @@ from gputopo.control.explain.cluster import TopologyMemo
 from gputopo.kube.client import KubeClient, load_configuration
 from gputopo.kube.errors import KubeError
 from gputopo.placement.cache import PlacementCache
-from gputopo.placement.types import DEFAULT_TIERS
+from gputopo.placement.types import DEFAULT_TIERS, TierConfig
 
 __all__ = ["STATIC", "make_app", "serve"]
 
@@ -41,13 +41,13 @@ class _MapState:
         self.ready = asyncio.Event()
 
 
-async def _refresh(client: KubeClient, state: _MapState, interval: float) -> None:
+async def _refresh(client: KubeClient, state: _MapState, interval: float, tiers: TierConfig) -> None:
     memo: TopologyMemo = {}  # NodeTopologies parsed once per resourceVersion
     cache = PlacementCache()  # what the engine works out per topology, kept as the operator keeps it
     while True:
         try:
             objects, unread = await read_objects(client)
-            cluster = live_cluster(objects, DEFAULT_TIERS, datetime.now(UTC), memo, cache)
+            cluster = live_cluster(objects, tiers, datetime.now(UTC), memo, cache)
             document: dict[str, Any] = topology_map(cluster)
             document["unread"] = unread
             content = json.dumps({k: v for k, v in document.items() if k != "observedAt"}, sort_keys=True)
@@ -60,7 +60,7 @@ async def _refresh(client: KubeClient, state: _MapState, interval: float) -> Non
         await asyncio.sleep(interval)
 
 
-def make_app(client: KubeClient, interval: float) -> web.Application:
+def make_app(client: KubeClient, interval: float, tiers: TierConfig = DEFAULT_TIERS) -> web.Application:
     state = _MapState()
     app = web.Application()
     static = resources.files("gputopo.cli") / "static"
@@ -78,7 +78,7 @@ def make_app(client: KubeClient, interval: float) -> web.Application:
         return web.Response(body=state.body, content_type="application/json", headers={"Cache-Control": "no-store"})
 
     async def start(app: web.Application) -> None:
-        app["refresh"] = asyncio.create_task(_refresh(client, state, interval))
+        app["refresh"] = asyncio.create_task(_refresh(client, state, interval, tiers))
 
     async def stop(app: web.Application) -> None:
         app["refresh"].cancel()
@@ -93,10 +93,12 @@ def make_app(client: KubeClient, interval: float) -> web.Application:
     return app
 
 
-def serve(address: str, port: int, interval: float, kubeconfig: str | None = None) -> None:
+def serve(
+    address: str, port: int, interval: float, kubeconfig: str | None = None, tiers: TierConfig = DEFAULT_TIERS
+) -> None:
     """Serve until interrupted; prints the map's address first (port 0 picks a free one)."""
     client = KubeClient(load_configuration(kubeconfig), concurrency=8)
-    app = make_app(client, interval)
+    app = make_app(client, interval, tiers)
 
     async def run() -> None:
         runner = web.AppRunner(app)

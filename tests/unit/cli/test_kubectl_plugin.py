@@ -13,7 +13,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from gputopo.cli.kubectl import COMMANDS, app
+from gputopo.cli.kubectl import COMMANDS, app, tier_config
 from gputopo.cli.ui_server import STATIC
 
 ROOT = Path(__file__).parents[3]
@@ -58,3 +58,15 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], said: str, monkeypatc
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2
     assert result.stderr.startswith(said) and result.stderr.count("\n") == 1
+
+
+TIERS = [
+    ("default", "", ("fabric.topograph.run/tier-0", "fabric.topograph.run/tier-1")),
+    ("one", "rack", ("rack",)),
+    ("spaces", " rack , block ,", ("rack", "block")),
+]
+
+
+@pytest.mark.parametrize(("labels", "expected"), [c[1:] for c in TIERS], ids=[c[0] for c in TIERS])
+def test_tier_labels_as_the_operators_setting(labels: str, expected: tuple[str, ...]) -> None:
+    assert tuple(level.label for level in tier_config(labels).levels) == expected
