@@ -75,7 +75,8 @@ def test_misconfigured_names_the_field(sandbox: SandboxHandle, jobs: Jobs) -> No
     doc = explained(sandbox, NS, "typo")
     assert [r["reason"] for r in doc["reasons"]] == ["Misconfigured"]
     assert doc["shortfall"] == [] and doc["preemption"] is None
-    assert "  1. Misconfigured: fix the spec to queue the job" in _text(sandbox, "typo")
+    assert "spec.priorityClassName" in doc["reasons"][0]["message"] and "no-such-class" in doc["reasons"][0]["message"]
+    assert "  1. Misconfigured: spec.priorityClassName" in _text(sandbox, "typo")
 
 
 def test_a_queue_without_kueue_is_misconfigured(sandbox: SandboxHandle, jobs: Jobs) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputopo.api.conditions import PLACED
+from gputopo.api.conditions import INVALID, PLACED
 from gputopo.control.explain.cluster import LiveCluster, job_plan
 from gputopo.control.explain.health import node_faults
 from gputopo.control.explain.preemption import job_preemption
@@ -135,7 +135,10 @@ def explain_job(cluster: LiveCluster, job: JobFacts) -> Explanation:
         reasons: list[Reason] = []
         said = job_reason(placed.reason) if placed is not None else None
         if said is not None and placed is not None:
-            reasons.append(Reason(said, placed.message or placed.reason))
+            invalid = next((c for c in status.conditions if c.type == INVALID and c.status == "True"), None)
+            # An invalid job's Placed message only says to fix the spec; its Invalid condition names the field.
+            told = invalid.message if invalid is not None and invalid.message else placed.message
+            reasons.append(Reason(said, told or placed.reason))
         elif placed is None:
             reasons.append(Reason(PendingReason.TOPOLOGY_PLACEMENT_FAILED, "the operator has not answered yet"))
         if said not in (PendingReason.MISCONFIGURED, PendingReason.WAITING_FOR_QUOTA):

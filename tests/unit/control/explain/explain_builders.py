@@ -61,6 +61,7 @@ class ClusterBuilder:
         message: str = "needs more",
         priority_class: str | None = None,
         priority: int | None = None,
+        invalid: str = "spec.priorityClassName: no PriorityClass named 'gone'",
         namespace: str = "default",
         **spec: Any,
     ) -> ClusterBuilder:
@@ -88,10 +89,10 @@ class ClusterBuilder:
                 "conditions": [{"type": "Placed", "status": "True", "reason": "Placed", "message": "placed"}],
             }
         else:
-            status = {
-                "phase": "Pending",
-                "conditions": [{"type": "Placed", "status": "False", "reason": reason, "message": message}],
-            }
+            conditions = [{"type": "Placed", "status": "False", "reason": reason, "message": message}]
+            if reason == "InvalidSpec":
+                conditions.append({"type": "Invalid", "status": "True", "reason": reason, "message": invalid})
+            status = {"phase": "Pending", "conditions": conditions}
         self.objects["jobs"].append(
             {
                 "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},

@@ -63,7 +63,9 @@ def test_a_class_that_never_preempts_says_so() -> None:
 def test_reasons_are_ranked_and_a_misconfigured_job_stops_there() -> None:
     c = cluster().node("a0").job("big", reason="InvalidSpec", message="fix the spec to queue the job")
     found = _explain(c)
-    assert [r.reason for r in found.reasons] == [PendingReason.MISCONFIGURED]
+    assert [(r.reason, r.message) for r in found.reasons] == [
+        (PendingReason.MISCONFIGURED, "spec.priorityClassName: no PriorityClass named 'gone'")
+    ]
     assert found.shortfall == [] and found.preemption is None
 
 
