@@ -155,3 +155,63 @@ def test_an_unknown_name_is_one_line_and_exit_2(sandbox: SandboxHandle) -> None:
     run = kubectl_gputopo(sandbox, "explain", "nobody", "-n", NS)
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.strip().endswith(f"no TrainingJob or gang 'nobody' in namespace '{NS}'")
+
+
+GATE = "gputopo.io/placement"
+
+
+def _gang_pod(name: str, gang: str, size: int, rank: int, gates: list[str]) -> dict[str, Any]:
+    """A pod of a gang of bare pods, as the chart's admission policy leaves it: gputopo's gate (and others)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {"gputopo.io/gang": gang, "gputopo.io/gang-size": str(size), "gputopo.io/rank": str(rank)},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "schedulingGates": [{"name": g} for g in gates],
+            "containers": [{"name": "w", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 2}}}],
+        },
+    }
+
+
+@pytest.fixture
+def bare_pods(sandbox: SandboxHandle, jobs: Jobs) -> Iterator[None]:
+    yield
+    for kind in ("pods", "gangplacements"):
+        sandbox.kubectl("delete", kind, "--all", "-n", NS, "--wait=false", "--grace-period=0", check=False)
+
+
+def _gang_phase(sandbox: SandboxHandle, name: str, phase: str) -> dict[str, Any]:
+    def reached() -> dict[str, Any] | None:
+        out = sandbox.kubectl("get", "gangplacement", name, "-n", NS, "-o", "json", "--ignore-not-found")
+        found: dict[str, Any] | None = json.loads(out) if out.strip() else None
+        return found if found is not None and (found.get("status") or {}).get("phase") == phase else None
+
+    return dict(sandbox.wait_for(f"gang {name} {phase}", reached, timeout=60))
+
+
+def test_a_gang_behind_another_schedulers_gate_waits_for_other_gates(sandbox: SandboxHandle, bare_pods: None) -> None:
+    sandbox.kubectl(
+        "create", "-f", "-", input=json.dumps(_gang_pod("held-0", "held", 1, 0, ["kueue.x-k8s.io/admission", GATE]))
+    )
+    _gang_phase(sandbox, "gputopo-held", "Pending")
+    doc = explained(sandbox, NS, "gang/gputopo-held")
+    assert doc["kind"] == "GangPlacement" and doc["pending"] is True
+    assert [(r["reason"], r["message"]) for r in doc["reasons"]] == [
+        ("WaitingForOtherGates", "waiting for kueue.x-k8s.io/admission to be removed before planning")
+    ]
+    assert "  1. WaitingForOtherGates: waiting for kueue.x-k8s.io/admission" in _text(sandbox, "gang/gputopo-held")
+
+
+def test_a_gang_with_ranks_still_to_come_waits_for_ranks(sandbox: SandboxHandle, bare_pods: None) -> None:
+    sandbox.kubectl("create", "-f", "-", input=json.dumps(_gang_pod("half-0", "half", 2, 0, [GATE])))
+    _gang_phase(sandbox, "gputopo-half", "Planned")
+    doc = explained(sandbox, NS, "gputopo/half")  # the gang's own <source>/<name> names it too
+    assert doc["pending"] is True
+    assert [r["reason"] for r in doc["reasons"]] == ["WaitingForRanks"]
+    assert doc["reasons"][0]["message"].startswith("waiting for ranks 1 to be created")
+    assert [w["rank"] for w in doc["placement"]["workers"]] == [0, 1]  # the plan holds both ranks' GPUs

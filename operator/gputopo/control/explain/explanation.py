@@ -171,7 +171,8 @@ def explain_job(cluster: LiveCluster, job: JobFacts) -> Explanation:
 
 def explain_gang(cluster: LiveCluster, gang: GangRecord) -> Explanation:
     said = gang_reason(gang.phase, gang.message)
-    out = Explanation("GangPlacement", gang.key[0], gang.name, gang.phase, pending=said is not None)
+    waits = said not in (None, PendingReason.WAITING_FOR_PODS, PendingReason.PLACED_BY_KUEUE)
+    out = Explanation("GangPlacement", gang.key[0], gang.name, gang.phase, pending=waits)
     out.restarts, out.last_restart = gang.restarts, gang.last_restart_reason
     if said is not None:
         message = gang.message or gang.phase
@@ -179,7 +180,6 @@ def explain_gang(cluster: LiveCluster, gang: GangRecord) -> Explanation:
             message += f" (ranks {', '.join(map(str, gang.missing[:16]))} have no pod yet)"
         out.reasons = [Reason(said, message)]
     if gang.ranks and gang.phase not in ("Released", "Preempted"):
-        out.pending = said not in (None, PendingReason.WAITING_FOR_PODS) and not gang.ranks
         workers = [(r.rank, r.node, r.gpus, r.nics) for r in gang.ranks]
         out.placement = {
             "busBandwidthGBps": gang.busbw_gbps,

@@ -35,8 +35,11 @@ def job_waits(job: JobFacts) -> tuple[PendingReason, str] | None:
 def gang_waits(gang: GangRecord) -> tuple[PendingReason, str] | None:
     """The gang's pending reason and message; None for a gang that holds a plan or does not wait."""
     said = gang_reason(gang.phase, gang.message)
-    if said is None or said is PendingReason.WAITING_FOR_PODS or gang.ranks:
+    if said in (None, PendingReason.WAITING_FOR_PODS, PendingReason.PLACED_BY_KUEUE):
         return None
+    if gang.ranks and said is not PendingReason.WAITING_FOR_RANKS:
+        return None
+    assert said is not None
     return said, gang.message
 
 

@@ -60,8 +60,14 @@ def gang_reason(phase: str, message: str) -> PendingReason | None:
         return PendingReason.TOPOLOGY_PLACEMENT_FAILED
     if phase == "PlacedByKueue":
         return PendingReason.PLACED_BY_KUEUE
-    if phase == "Planned":
-        return PendingReason.WAITING_FOR_PODS
+    if phase == "Planned":  # its plan holds GPUs: for ranks still to be made, or for their binding
+        return (
+            PendingReason.WAITING_FOR_RANKS
+            if message.startswith("waiting for ranks")
+            else PendingReason.WAITING_FOR_PODS
+        )
+    if phase == "Released":  # let go for want of ranks that did not arrive; planned again when they do
+        return PendingReason.WAITING_FOR_RANKS if "did not arrive within" in message else None
     if phase not in ("Pending", "Preempted"):
         return None
     if message.startswith("waiting for") and message.endswith("to end: their GPUs are held for it"):

@@ -91,3 +91,13 @@ def test_a_gang_waiting_for_another_gate() -> None:
     found = explain_gang(built.build(), built.build().gang("default", "job/train"))  # type: ignore[arg-type]
     assert found.pending and found.reasons[0].reason is PendingReason.WAITING_FOR_OTHER_GATES
     assert found.lines()[2] == "  1. WaitingForOtherGates: waiting for example.com/quota to be removed before planning"
+
+
+def test_a_planned_gang_waiting_for_its_ranks_is_pending_and_shows_its_plan() -> None:
+    built = cluster().node("a0").gang("half", "Planned", "waiting for ranks 1 to be created", ranks=[("a0", [0, 1])])
+    live = built.build()
+    record = live.gang("default", "job-half")
+    assert record is not None
+    found = explain_gang(live, record)
+    assert found.pending and [r.reason for r in found.reasons] == [PendingReason.WAITING_FOR_RANKS]
+    assert found.placement is not None and found.placement["workers"][0]["node"] == "a0"

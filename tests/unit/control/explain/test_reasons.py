@@ -55,7 +55,14 @@ GANG_CASES = [
         PendingReason.WAITING_FOR_CHECKPOINT,
     ),
     ("kueue-tas", "PlacedByKueue", "Kueue admitted it", PendingReason.PLACED_BY_KUEUE),
-    ("planned", "Planned", "ranks 1 not bound yet", PendingReason.WAITING_FOR_PODS),
+    ("planned", "Planned", "waiting for kube-scheduler to bind", PendingReason.WAITING_FOR_PODS),
+    ("ranks-to-come", "Planned", "waiting for ranks 1, 2 to be created", PendingReason.WAITING_FOR_RANKS),
+    (
+        "ranks-late",
+        "Released",
+        "ranks 1 did not arrive within 120s of the plan: its GPUs are let go",
+        PendingReason.WAITING_FOR_RANKS,
+    ),
     ("running", "Running", "", None),
     ("released", "Released", "every pod of the gang has ended", None),
 ]
