@@ -7,8 +7,14 @@ const CELL = 10;
 let last = null;
 let doc = null;
 
+// Gang colours: distinct, and none of them the red that marks a fault.
+const PALETTE = ["#2f6fd0", "#2a9d5c", "#8a4fc7", "#e08a1e", "#1b9aaa", "#8c6d31", "#d45d9e", "#5b6fa8",
+  "#6aa121", "#b07ad8", "#c49a00", "#3c8f8f"];
+
 function colour(i) {
-  return `hsl(${(210 + i * 137.508) % 360}, 62%, 48%)`;
+  const base = PALETTE[i % PALETTE.length];
+  const round = Math.floor(i / PALETTE.length) % 3;
+  return round === 0 ? base : `color-mix(in srgb, ${base} ${100 - round * 30}%, ${round === 1 ? "#000" : "#fff"})`;
 }
 
 function esc(text) {
