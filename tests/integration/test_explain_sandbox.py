@@ -63,6 +63,7 @@ def test_topology_placement_failed_names_the_closest_leaves_and_preemption(sandb
     assert all(s["workersNeeded"] == 12 and s["workerSlots"] < 12 for s in doc["shortfall"])
     assert doc["preemption"]["possible"] is False
     text = _text(sandbox, "tj/huge")
+    print(f"$ kubectl gputopo explain tj/huge -n {NS}\n{text}")
     assert text.startswith(f"TrainingJob {NS}/huge: Pending\nPending because (first to fix first):\n")
     assert "  1. TopologyPlacementFailed: needs 12 nodes with 8 free" in text
     assert "Closest domains:\n" in text and doc["shortfall"][0]["words"] in text
@@ -76,7 +77,9 @@ def test_misconfigured_names_the_field(sandbox: SandboxHandle, jobs: Jobs) -> No
     assert [r["reason"] for r in doc["reasons"]] == ["Misconfigured"]
     assert doc["shortfall"] == [] and doc["preemption"] is None
     assert "spec.priorityClassName" in doc["reasons"][0]["message"] and "no-such-class" in doc["reasons"][0]["message"]
-    assert "  1. Misconfigured: spec.priorityClassName" in _text(sandbox, "typo")
+    text = _text(sandbox, "typo")
+    print(f"$ kubectl gputopo explain typo -n {NS}\n{text}")
+    assert "  1. Misconfigured: spec.priorityClassName" in text
 
 
 def test_a_queue_without_kueue_is_misconfigured(sandbox: SandboxHandle, jobs: Jobs) -> None:
@@ -147,6 +150,7 @@ def test_status_against_the_sandbox_layout(sandbox: SandboxHandle, jobs: Jobs) -
         p for p in doc["pending"] if p["name"] == f"{NS}/huge"
     ).items()
     text = kubectl_gputopo(sandbox, "status")
+    print(f"$ kubectl gputopo status\n{text.stdout}")
     assert text.returncode == 0 and text.stdout.startswith("DOMAIN ")
     assert f"TopologyPlacementFailed        TrainingJob {NS}/huge: " in text.stdout
 
@@ -204,7 +208,9 @@ def test_a_gang_behind_another_schedulers_gate_waits_for_other_gates(sandbox: Sa
     assert [(r["reason"], r["message"]) for r in doc["reasons"]] == [
         ("WaitingForOtherGates", "waiting for kueue.x-k8s.io/admission to be removed before planning")
     ]
-    assert "  1. WaitingForOtherGates: waiting for kueue.x-k8s.io/admission" in _text(sandbox, "gang/gputopo-held")
+    text = _text(sandbox, "gang/gputopo-held")
+    print(f"$ kubectl gputopo explain gang/gputopo-held -n {NS}\n{text}")
+    assert "  1. WaitingForOtherGates: waiting for kueue.x-k8s.io/admission" in text
 
 
 def test_a_gang_with_ranks_still_to_come_waits_for_ranks(sandbox: SandboxHandle, bare_pods: None) -> None:
