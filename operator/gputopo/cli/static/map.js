@@ -14,7 +14,8 @@ const PALETTE = ["#2f6fd0", "#2a9d5c", "#8a4fc7", "#e08a1e", "#1b9aaa", "#8c6d31
 function colour(i) {
   const base = PALETTE[i % PALETTE.length];
   const round = Math.floor(i / PALETTE.length) % 3;
-  return round === 0 ? base : `color-mix(in srgb, ${base} ${100 - round * 30}%, ${round === 1 ? "#000" : "#fff"})`;
+  // Further rounds darken: lighter tints would read as free GPUs.
+  return round === 0 ? base : `color-mix(in srgb, ${base} ${100 - round * 25}%, #000)`;
 }
 
 function esc(text) {
