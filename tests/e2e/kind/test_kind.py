@@ -10,14 +10,13 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
+from gputopo_cli import status_and_map
 from kind_cluster import EVERY, FAULT_DIR, NS, RELEASE, ROOT, TAG, TIMINGS, TOPOLOGY_LABEL, Kind
 
 from gputopo.api.group import ANNOTATION_PLACEMENT_GENERATION, LABEL_JOB, LABEL_RANK
@@ -131,31 +130,10 @@ def test_each_worker_runs_its_own_real_topology_and_advertises_its_gpus(installe
 
 
 def test_kubectl_gputopo_status_and_the_map_answer_against_kind(installed: Kind) -> None:
-    """`kubectl gputopo status` and `gputopo ui` read the kind cluster through its kubeconfig: the four GPU workers
-    and their 32 GPUs, as their NodeTopologies say."""
     topologies = {t["metadata"]["name"]: len(t["status"]["gpus"]) for t in installed.get("nodetopology")["items"]}
-    cli = [sys.executable, "-c", "from gputopo.cli.kubectl import app; app()"]
-    run = subprocess.run(
-        [*cli, "status", "-o", "json", "--kubeconfig", str(installed.kubeconfig)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode == 0, run.stderr
-    doc = json.loads(run.stdout)
-    assert doc["totals"]["nodes"] == len(topologies) == 4 and doc["totals"]["gpus"] == sum(topologies.values())
-    ui = subprocess.Popen(
-        [*cli, "ui", "--port", "0", "--kubeconfig", str(installed.kubeconfig)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert ui.stdout is not None
-        url = ui.stdout.readline().split()[3]  # "gputopo map on http://127.0.0.1:PORT/ (read-only; ...)"
-        with urllib.request.urlopen(url + "api/map", timeout=60) as response:
-            drawn = json.load(response)
-        assert sorted(n["name"] for n in drawn["nodes"]) == sorted(topologies)
-    finally:
-        ui.terminate()
-        ui.wait(timeout=15)
+    status, drawn = status_and_map(installed.kubeconfig)
+    assert status["totals"]["nodes"] == len(topologies) == 4 and status["totals"]["gpus"] == sum(topologies.values())
+    assert sorted(n["name"] for n in drawn["nodes"]) == sorted(topologies)
 
 
 def test_a_gang_rendezvous_across_nodes_and_succeeds(installed: Kind) -> None:
