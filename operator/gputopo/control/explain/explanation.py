@@ -97,7 +97,7 @@ def _sorted(reasons: list[Reason]) -> list[Reason]:
         before = merged.get(r.reason)
         if before is None:
             merged[r.reason] = r
-        elif r.message not in before.message:
+        elif r.message.split(";")[0] != before.message.split(";")[0]:  # not the same words with other counts
             merged[r.reason] = Reason(r.reason, f"{before.message}; now: {r.message}")
     return sorted(merged.values(), key=lambda r: rank_of(r.reason))
 

@@ -3,6 +3,7 @@ running job's place, bus bandwidth and the health under it."""
 
 from __future__ import annotations
 
+import pytest
 from explain_builders import cluster
 
 from gputopo.control.explain import explain_gang, explain_job
@@ -101,3 +102,27 @@ def test_a_planned_gang_waiting_for_its_ranks_is_pending_and_shows_its_plan() ->
     found = explain_gang(live, record)
     assert found.pending and [r.reason for r in found.reasons] == [PendingReason.WAITING_FOR_RANKS]
     assert found.placement is not None and found.placement["workers"][0]["node"] == "a0"
+
+
+MERGED = [
+    (
+        "same-words-other-counts",
+        "needs 2 nodes with 8 free GPUs under one tier-0 switch; the largest such domain has 2 (x)",
+        "needs 2 nodes with 8 free GPUs under one tier-0 switch; the largest such domain has 2 (x)",
+    ),
+    (
+        "other-words",
+        "needs more",
+        "needs more; now: needs 2 nodes with 8 free GPUs under one tier-0 switch; the "
+        "largest such domain has 1 (spine-0/leaf-0) (1 no free GPU)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("said", "shown"), [c[1:] for c in MERGED], ids=[c[0] for c in MERGED])
+def test_the_operators_words_and_the_engines_now_are_one_reason(said: str, shown: str) -> None:
+    c = cluster().node("a0").node("a1").job("run", on=[("a1", list(range(8)))], priority=9)
+    c.job("big", workers=2, message=said, priority=1, gpu={"sameModel": False}, **TIER0)
+    (reason,) = _explain(c).reasons
+    assert reason.message.startswith(shown.split("; now: ")[0])
+    assert ("; now: " in reason.message) == ("; now: " in shown)
