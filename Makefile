@@ -5,7 +5,7 @@ PIP ?= $(PYTHON) -m pip
 export PATH := $(HOME)/.local/bin:$(PATH)
 STAMP := .make/installed
 
-.PHONY: help install k8s kueue crds check-crds lint unit integration e2e-deps e2e test demo bench sandbox-up sandbox-down clean
+.PHONY: help install k8s kueue browser crds check-crds lint unit integration e2e-deps e2e test demo bench sandbox-up sandbox-down clean
 
 help:
 	@echo "make demo     set everything up and run the local sandbox demo"
@@ -26,6 +26,10 @@ k8s:
 kueue:
 	bash hack/build-kueue.sh
 
+# Debian's headless Chromium, for the live map's browser test (installed when missing; needs root).
+browser:
+	bash hack/chromium.sh
+
 crds: $(STAMP)
 	$(PYTHON) -m gputopo.api.crdgen --out crds
 	bash hack/sync-chart-crds.sh
@@ -42,8 +46,8 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(PYTHON) -m pytest tests/unit -q
 
-integration: $(STAMP) k8s kueue
-	GPUTOPO_REQUIRE_KUEUE=1 $(PYTHON) -m pytest tests/integration -q
+integration: $(STAMP) k8s kueue browser
+	GPUTOPO_REQUIRE_KUEUE=1 GPUTOPO_REQUIRE_BROWSER=1 $(PYTHON) -m pytest tests/integration -q
 
 # What the kind end-to-end tests need, built here without a registry: a running Docker engine (installed from
 # Debian and started when missing; needs root), kind's node image with the cluster images, and gputopo's images.
@@ -56,8 +60,8 @@ e2e: e2e-deps
 	GPUTOPO_REQUIRE_KIND=1 $(PYTHON) -m pytest tests/e2e/kind -q
 
 # One pytest run for unit, integration and kind end-to-end tests, so its closing line counts everything.
-test: $(STAMP) k8s kueue lint e2e-deps
-	GPUTOPO_REQUIRE_KIND=1 GPUTOPO_REQUIRE_KUEUE=1 $(PYTHON) -m pytest tests -q
+test: $(STAMP) k8s kueue browser lint e2e-deps
+	GPUTOPO_REQUIRE_KIND=1 GPUTOPO_REQUIRE_KUEUE=1 GPUTOPO_REQUIRE_BROWSER=1 $(PYTHON) -m pytest tests -q
 
 demo: $(STAMP) k8s
 	gputopo demo

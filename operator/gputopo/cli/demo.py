@@ -307,6 +307,27 @@ def _preempt(box: Sandbox, manifest: Path, timeout: float) -> None:
     console.print(f"[red]{name} did not run within {timeout:.0f} s[/]; see the operator log")
 
 
+def _explain_pending(box: Sandbox) -> None:
+    """`kubectl gputopo explain` on the demo's first pending job, and where the live map is served."""
+    from gputopo.cli.kubectl import find
+    from gputopo.cli.live import read_live
+    from gputopo.kube.errors import KubeError
+
+    try:
+        read = read_live(str(box.kubeconfig))
+    except KubeError as error:
+        console.print(f"[yellow]cannot read the sandbox for `kubectl gputopo explain`: {error}[/]")
+        return
+    waiting = [j for j in read.cluster.jobs if j.namespace == NAMESPACE and find(read, j.name, NAMESPACE).pending]
+    if waiting:
+        console.rule(f"[bold]kubectl gputopo explain {waiting[0].name} -n {NAMESPACE}")
+        for line in find(read, waiting[0].name, NAMESPACE).lines():
+            console.print(line, markup=False, highlight=False)
+    else:
+        console.print("no job of the demo is pending: `kubectl gputopo explain <job> -n demo` says where one runs")
+    console.print(f"map:     gputopo ui --kubeconfig {box.kubeconfig}  ->  http://127.0.0.1:8642/")
+
+
 def demo(
     nodes: Annotated[int, typer.Option("--nodes", min=1, help="Simulated GPU nodes.")] = NODES,
     name: Annotated[str, typer.Option("--name", help="Sandbox name.")] = DEFAULT_NAME,
@@ -345,6 +366,7 @@ def demo(
         if preempt:
             _preempt(box, examples / "preemption" / "urgent-eval.yaml", timeout)
             console.print(job_table(_jobs(box)))
+        _explain_pending(box)
         console.print(f"\nexplore: export KUBECONFIG={box.kubeconfig}; kubectl get tj,gangs -n {NAMESPACE}")
         console.print("stop:    gputopo sandbox down" + (f" --name {name}" if name != DEFAULT_NAME else ""))
     except SandboxError as error:

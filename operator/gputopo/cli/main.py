@@ -2,7 +2,7 @@
 
 import typer
 
-from gputopo.cli import demo, plan, sandbox, simulate, topo, ungate
+from gputopo.cli import demo, kubectl, plan, sandbox, simulate, topo
 
 __all__ = ["app"]
 
@@ -14,5 +14,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (topo, plan, simulate, sandbox, demo, ungate):
+# kubectl registers explain, status, ui and ungate: the same commands as `kubectl gputopo`.
+for module in (topo, plan, simulate, sandbox, demo, kubectl):
     module.register(app)

@@ -10,6 +10,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from gputopo.api.trainingjob import JobPhase
+from gputopo.control.explain.reasons import PendingReason
 from gputopo.control.reconcile import PassResult
 from gputopo.gangs.model import GATE
 
@@ -73,6 +74,14 @@ class Metrics:
             "gputopo.io/checkpoint-wait-seconds), as of the last pass.",
             registry=self.registry,
         )
+        self.pending_gangs = Gauge(
+            "gputopo_pending_gangs",
+            "TrainingJobs and gangs that wait to be placed, by reason (Kueue's words where the meaning is the same: "
+            "TopologyPlacementFailed, WaitingForQuota, Misconfigured, WaitingForPreemptedWorkloads, ...), as read "
+            "before the last pass.",
+            ["reason"],
+            registry=self.registry,
+        )
         self.api_errors = Counter(
             "gputopo_api_errors_total",
             "API requests that failed, by operation.",
@@ -121,6 +130,10 @@ class Metrics:
             self.jobs.labels(phase=phase.value).set(phases.get(phase.value, 0))
         for reason in restarts:
             self.restarts.labels(reason=reason).inc()
+
+    def observe_pending(self, counts: Mapping[str, int]) -> None:
+        for reason in PendingReason:
+            self.pending_gangs.labels(reason=reason.value).set(counts.get(reason.value, 0))
 
     def serve(self, port: int) -> None:
         if port:

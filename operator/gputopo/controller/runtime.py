@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 
 from gputopo.control.actions import JobActions
 from gputopo.control.dra import GpuAllocation
+from gputopo.control.explain.pending import pending_by_reason
 from gputopo.control.facts import JobFacts, JobKey, PodFacts
 from gputopo.control.ledger import Ledger, PlannedGang
 from gputopo.control.lifecycle import Config
@@ -242,6 +243,9 @@ class Runtime:
         self._start_gangs(result)
         held = len(self.memory.reports_held())
         self.metrics.observe_result(result, time.perf_counter() - started, self.placing, len(self.writing), held)
+        self.metrics.observe_pending(
+            pending_by_reason(jobs.values(), world.gangs.records.values() if world.gangs else ())
+        )
         self.passes += 1
         self.last_pass = now
         self.quiet_since = time.monotonic() if not result.outcomes and result.wake_at != now else None

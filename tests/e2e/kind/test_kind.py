@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from gputopo_cli import status_and_map
 from kind_cluster import EVERY, FAULT_DIR, NS, RELEASE, ROOT, TAG, TIMINGS, TOPOLOGY_LABEL, Kind
 
 from gputopo.api.group import ANNOTATION_PLACEMENT_GENERATION, LABEL_JOB, LABEL_RANK
@@ -126,6 +127,13 @@ def test_each_worker_runs_its_own_real_topology_and_advertises_its_gpus(installe
     assert len(probes) == 4 and all(p["status"]["phase"] == "Running" for p in probes)
     operators = installed.get("pods", "-n", NS, "-l", OPERATOR)["items"]
     assert len(operators) == 2 and all(p["status"]["phase"] == "Running" for p in operators)
+
+
+def test_kubectl_gputopo_status_and_the_map_answer_against_kind(installed: Kind) -> None:
+    topologies = {t["metadata"]["name"]: len(t["status"]["gpus"]) for t in installed.get("nodetopology")["items"]}
+    status, drawn = status_and_map(installed.kubeconfig)
+    assert status["totals"]["nodes"] == len(topologies) == 4 and status["totals"]["gpus"] == sum(topologies.values())
+    assert sorted(n["name"] for n in drawn["nodes"]) == sorted(topologies)
 
 
 def test_a_gang_rendezvous_across_nodes_and_succeeds(installed: Kind) -> None:
