@@ -3,9 +3,9 @@
 Pods of any gang (a PodGroup's, an Indexed Job's, a JobSet's, a LeaderWorkerSet's, a PyTorchJob's, a Kueue pod
 group's, bare pods naming their gang), the owners that declare the gangs' sizes and shapes, and gputopo's own
 GangPlacement records. Each object is trimmed as it is read to what reading a gang needs, never kept whole; a pod
-is kept only while it is a candidate (gated by ``gputopo.io/placement`` or annotated ``gputopo.io/gang``, and not a
-TrainingJob's), and let go when it stops being one. Pods cannot be selected by their gates on the server, so all
-pods are watched and the rest are dropped as they are parsed.
+is kept only while it is a candidate (gated by ``gputopo.io/placement``, annotated ``gputopo.io/gang`` or naming a
+PodGroup, and not a TrainingJob's), and let go when it stops being one. Pods cannot be selected by their gates on the
+server, so all pods are watched and the rest are dropped as they are parsed.
 
 An API the server does not serve (a CRD not installed, PodGroups before Kubernetes 1.37) is no error: its map stays
 empty. Discovery is asked again every ``DISCOVERY_RECHECK_SECONDS``, so a CRD installed later is watched from then
@@ -141,12 +141,13 @@ def _gated(spec: Mapping[str, Any]) -> bool:
 
 def trim_pod(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     """What a gang reader needs of a pod, or None when the pod is no gang's candidate: neither gated by
-    ``gputopo.io/placement`` nor annotated ``gputopo.io/gang``, or a TrainingJob's own."""
+    ``gputopo.io/placement``, annotated ``gputopo.io/gang`` nor naming a PodGroup, or a TrainingJob's own."""
     meta, spec = _mapping(obj.get("metadata")), _mapping(obj.get("spec"))
     if LABEL_JOB in _mapping(meta.get("labels")):
         return None
-    if not _gated(spec) and ANNOTATION_GANG not in _mapping(meta.get("annotations")):
-        return None
+    named = ANNOTATION_GANG in _mapping(meta.get("annotations"))
+    if not _gated(spec) and not named and not _mapping(spec.get("schedulingGroup")).get("podGroupName"):
+        return None  # an ungated pod naming a PodGroup is kept: its group's gang counts it (``is_bystander``)
     status = _mapping(obj.get("status"))
     kept: dict[str, Any] = {"phase": status["phase"]} if status.get("phase") is not None else {}
     conditions = status.get("conditions")

@@ -86,6 +86,7 @@ class Claim:
     problems: tuple[str, ...] = ()
     uniform: bool = False
     never_preempts: bool = False  # its group's preemptionPolicy is Never (a PodGroup's)
+    notes: tuple[str, ...] = ()  # where this pod's sources disagree, and which was taken
 
 
 def mapping(value: object) -> Raw:

@@ -7,13 +7,23 @@ A Job with ``spec.scheduling`` gets its PodGroup from the Job controller (k8s.io
 ownerReference to the Job (and a non-controller one to the Workload), so the Job's template gives the shape.
 A group with the ``basic`` policy is scheduled pod by pod: it is no gang, and the pod's owner may still make one; a
 group under a CompositePodGroup (``spec.parentCompositePodGroupName``) is part of a larger unit its owner declares.
+
+A group's pods may come from several owners (a launcher Job and a worker Job naming one PodGroup, as MPI-style jobs
+are written on 1.37). ``arrange`` numbers the ranks of the whole group, not one pod at a time: the owners that take
+GPUs first, then those that take none, each by name, and within an owner by completion index (else creation
+order). Each owner is a part: as many ranks as its Job runs at once (``parallelism``, at most ``completions``), or
+as its pods seen when its Job is not read, each of the Job template's GPUs (else the pod's own). The gang is the
+pods that exist, at least ``minCount``: ranks past the parts read are pods still to come, of the GPUs of the
+owners whose size is not known (bare pods), otherwise of none (a pod without GPUs is not gated, so not waited for).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Final
 
+from gputopo.api.gangplacement import MAX_GANG_SIZE
 from gputopo.api.group import LABEL_RANK
 from gputopo.gangs.annotations import read_needs
 from gputopo.gangs.claims import (
@@ -36,8 +46,9 @@ from gputopo.gangs.claims import (
     text,
 )
 from gputopo.gangs.model import Declared, DisruptionMode, GangId
+from gputopo.gangs.sources.jobset import pods_per_job
 
-__all__ = ["SOURCE", "claim", "group_name"]
+__all__ = ["SOURCE", "Arranged", "arrange", "claim", "group_name"]
 
 SOURCE: Final = "podgroup"
 
@@ -127,3 +138,109 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
         uniform=uniform,
         never_preempts=spec.get("preemptionPolicy") == "Never",
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Arranged:
+    """A gang group's ranks, one per pod given (in their order), and its declaration (None while its pods and
+    Jobs read account for fewer ranks than ``minCount`` and the rest cannot be told)."""
+
+    ranks: tuple[int, ...]
+    declared: Declared | None
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class _Part:
+    """The pods of one owner of the group (``name`` "" for pods of no controller)."""
+
+    name: str
+    kind: str
+    pods: list[int]
+    size: int | None = None  # from its Job
+    gpus: int | None = None  # from its Job's template
+
+
+def _min_count(group: Raw) -> int | None:
+    spec = mapping(group.get("spec"))
+    policy = mapping(spec.get("schedulingPolicy"))
+    if "gang" not in policy or text(spec.get("parentCompositePodGroupName")):
+        return None
+    found = as_int(mapping(policy.get("gang")).get("minCount"))
+    return found if found and found <= MAX_GANG_SIZE else None
+
+
+def _local_ranks(part: _Part, pods: Sequence[Raw]) -> dict[int, int]:
+    """Each of the part's pods' rank within the part: its completion index (or gputopo.io/rank), the pods with
+    neither taking the free ones in creation order."""
+    local: dict[int, int] = {}
+    unranked: list[int] = []
+    for i in part.pods:
+        index = completion_index(pods[i])
+        index = index if index is not None else as_int(labels_of(pods[i]).get(LABEL_RANK))
+        if index is None:
+            unranked.append(i)
+        else:
+            local[i] = index
+    taken = set(local.values())
+    free = (r for r in range(len(part.pods) + len(taken) + 1) if r not in taken)
+    for i in sorted(unranked, key=lambda i: _created(pods[i])):
+        local[i] = next(free)
+    return local
+
+
+def _created(pod: Raw) -> tuple[str, str]:
+    meta = mapping(pod.get("metadata"))
+    return (text(meta.get("creationTimestamp")), text(meta.get("name")))
+
+
+def arrange(namespace: str, name: str, pods: Sequence[Raw], owners: Owners) -> Arranged | None:
+    """The ranks and declaration of gang group ``name`` from all its pods read (``pods``) and their Jobs; None
+    when the PodGroup is not read, or is no gang (its claims say why)."""
+    group = owner_body(owners.podgroups, namespace, name)
+    min_count = _min_count(group) if group is not None else None
+    if min_count is None:
+        return None
+    problems: list[str] = []
+    parts: dict[tuple[str, str], _Part] = {}
+    for i, pod in enumerate(pods):
+        ref = owner_ref(controller_of(pod))
+        key = (ref.kind, ref.name) if ref is not None else ("", "")
+        parts.setdefault(key, _Part(key[1], key[0], [])).pods.append(i)
+    gpus_of = [own_gpus(pod, [], owners) for pod in pods]
+    for part in parts.values():
+        job = owner_body(owners.jobs, namespace, part.name) if part.kind == "Job" else None
+        if job is not None:
+            spec = mapping(job.get("spec"))
+            where = f"Job {namespace}/{part.name}"
+            part.size = bounded(pods_per_job(spec), where, problems)
+            part.gpus = template_gpus(spec.get("template"), where, problems, owners, namespace)
+    if problems:
+        return Arranged(tuple(0 for _ in pods), None, tuple(problems))
+
+    def gpus(part: _Part) -> int:
+        return part.gpus if part.gpus is not None else max(gpus_of[i] for i in part.pods)
+
+    ranks = [0] * len(pods)
+    shape: list[int] = []
+    roles: list[str] = []
+    for part in sorted(parts.values(), key=lambda p: (gpus(p) == 0, p.name, p.kind)):
+        local = _local_ranks(part, pods)
+        size = part.size if part.size is not None else max(local.values()) + 1
+        if bounded(len(shape) + size, f"PodGroup {namespace}/{name}", problems) is None:
+            return Arranged(tuple(ranks), None, tuple(problems))
+        by_local = {r: gpus_of[i] for i, r in local.items()}
+        offset = len(shape)
+        for i, r in local.items():
+            ranks[i] = offset + r
+        shape += [part.gpus if part.gpus is not None else by_local.get(r, gpus(part)) for r in range(size)]
+        roles += [part.name] * size
+    unknown = {gpus(p) for p in parts.values() if p.size is None}
+    pad = unknown.pop() if len(unknown) == 1 else 0
+    if len(shape) < min_count:
+        roles += [""] * (min_count - len(shape))
+        shape += [pad] * (min_count - len(shape))
+    if bounded(len(shape), f"PodGroup {namespace}/{name}", problems) is None:
+        return Arranged(tuple(ranks), None, tuple(problems))
+    named = roles if len(parts) > 1 else []
+    return Arranged(tuple(ranks), Declared(len(shape), tuple(shape), tuple(named)))
