@@ -233,3 +233,42 @@ def test_a_gang_of_many_pods_that_disagree_says_it_once_with_a_count() -> None:
 
 def test_gangid_of_a_shared_group_is_the_podgroup() -> None:
     assert _mpi_podgroup(True).id == GangId(NS, "podgroup", "mpi")
+
+
+def _mpijob_pods(name: str, workers: int, gpus: int, group: str) -> list[Body]:
+    """An MPIJob's pods as the training-operator (v1.9 ``pkg/controller.v1/mpi``) makes them: ``<job>-launcher``
+    (replica-type launcher, job-role master, no GPUs, so ungated) first, then ``<job>-worker-<i>``, all owned by
+    the MPIJob; the user's templates name the PodGroup."""
+    job_uid = uid()
+
+    def made(pod_name: str, rtype: str, stamp: str) -> Any:
+        return (
+            pod(pod_name)
+            .label("training.kubeflow.org/operator-name", "mpijob-controller")
+            .label("training.kubeflow.org/job-name", name)
+            .label("training.kubeflow.org/replica-type", rtype)
+            .owner("MPIJob", name, "kubeflow.org/v1", job_uid)
+            .group(group)
+            .created(stamp)
+        )
+
+    launcher = made(f"{name}-launcher", "launcher", "2026-12-04T10:00:00Z").label(
+        "training.kubeflow.org/job-role", "master"
+    )
+    pods = [launcher.gates().build()]
+    for i in range(workers):
+        worker = made(f"{name}-worker-{i}", "worker", f"2026-12-04T10:00:0{i + 1}Z").gpus(gpus)
+        pods.append(worker.label("training.kubeflow.org/replica-index", str(i)).build())
+    return pods
+
+
+def test_an_mpijob_shaped_podgroup_ranks_its_workers_first_and_does_not_wait_for_its_launcher() -> None:
+    gang = _one(_mpijob_pods("mpi", 2, 4, "mpi"), Owners(podgroups={(NS, "mpi"): _group("mpi", 3)}))
+    assert gang.problems == ()
+    assert gang.declared == Declared(3, (4, 4, 0))
+    assert [(m.pod, m.rank, m.bystander) for m in gang.members] == [
+        ("mpi-worker-0", 0, False),
+        ("mpi-worker-1", 1, False),
+        ("mpi-launcher", 2, True),
+    ]
+    assert gang.missing() == ()

@@ -10,11 +10,12 @@ group under a CompositePodGroup (``spec.parentCompositePodGroupName``) is part o
 
 A group's pods may come from several owners (a launcher Job and a worker Job naming one PodGroup, as MPI-style jobs
 are written on 1.37). ``arrange`` numbers the ranks of the whole group, not one pod at a time: the owners that take
-GPUs first, then those that take none, each by name, and within an owner by completion index (else creation
-order). Each owner is a part: as many ranks as its Job runs at once (``parallelism``, at most ``completions``), or
-as its pods seen when its Job is not read, each of the Job template's GPUs (else the pod's own). The gang is the
-pods that exist, at least ``minCount``: ranks past the parts read are pods still to come, of the GPUs of the
-owners whose size is not known (bare pods), otherwise of none (a pod without GPUs is not gated, so not waited for).
+GPUs first, then those that take none, each by name, and within an owner by completion index, else creation order
+(those with GPUs first). Each owner is a part: as many ranks as its Job runs at once (``parallelism``, at most
+``completions``), or as its pods seen when its Job is not read, each of the Job template's GPUs (else the pod's
+own). The gang is the pods that exist, at least ``minCount``: ranks past the parts read are pods still to come, of
+the GPUs of the owners whose size is not known (bare pods), otherwise of none (a pod without GPUs is not gated, so
+not waited for).
 """
 
 from __future__ import annotations
@@ -170,9 +171,10 @@ def _min_count(group: Raw) -> int | None:
     return found if found and found <= MAX_GANG_SIZE else None
 
 
-def _local_ranks(part: _Part, pods: Sequence[Raw]) -> dict[int, int]:
+def _local_ranks(part: _Part, pods: Sequence[Raw], gpus_of: Sequence[int]) -> dict[int, int]:
     """Each of the part's pods' rank within the part: its completion index (or gputopo.io/rank), the pods with
-    neither taking the free ones in creation order."""
+    neither taking the free ones, those with GPUs first (an MPIJob's workers before its launcher), in creation
+    order."""
     local: dict[int, int] = {}
     unranked: list[int] = []
     for i in part.pods:
@@ -184,7 +186,7 @@ def _local_ranks(part: _Part, pods: Sequence[Raw]) -> dict[int, int]:
             local[i] = index
     taken = set(local.values())
     free = (r for r in range(len(part.pods) + len(taken) + 1) if r not in taken)
-    for i in sorted(unranked, key=lambda i: _created(pods[i])):
+    for i in sorted(unranked, key=lambda i: (gpus_of[i] == 0, _created(pods[i]))):
         local[i] = next(free)
     return local
 
@@ -225,7 +227,7 @@ def arrange(namespace: str, name: str, pods: Sequence[Raw], owners: Owners) -> A
     shape: list[int] = []
     roles: list[str] = []
     for part in sorted(parts.values(), key=lambda p: (gpus(p) == 0, p.name, p.kind)):
-        local = _local_ranks(part, pods)
+        local = _local_ranks(part, pods, gpus_of)
         size = part.size if part.size is not None else max(local.values()) + 1
         if bounded(len(shape) + size, f"PodGroup {namespace}/{name}", problems) is None:
             return Arranged(tuple(ranks), None, tuple(problems))
