@@ -95,9 +95,10 @@ def is_member(pod: Raw) -> bool:
 
 
 def is_bystander(pod: Raw) -> bool:
-    """A pod that names a PodGroup but that gputopo neither gates nor steered (it asks for no GPU, so the admission
-    policy let it through): read into its group's gang, when the gang has members, for its size and ranks."""
-    return not is_member(pod) and LABEL_JOB not in labels_of(pod) and bool(podgroup.group_name(pod))
+    """A pod that names a PodGroup its user wrote but that gputopo neither gates nor steered (it asks for no GPU, so
+    the admission policy let it through): read into its group's gang, when the gang has members, for its size and
+    ranks. A group the Job controller made for one Job is declared whole by that Job's template."""
+    return not is_member(pod) and LABEL_JOB not in labels_of(pod) and bool(podgroup.user_group(pod))
 
 
 def _sizes_differ(taken: Claim, other: Claim) -> bool:

@@ -272,3 +272,17 @@ def test_an_mpijob_shaped_podgroup_ranks_its_workers_first_and_does_not_wait_for
         ("mpi-launcher", 2, True),
     ]
     assert gang.missing() == ()
+
+
+def test_an_ungated_pod_of_a_group_its_jobs_controller_made_is_no_bystander() -> None:
+    body = job("train", parallelism=2, gpus=8)
+    group = f"train-{suffix(10)}-train-pgt-0-{suffix(10)}"
+    made = [
+        job_pod(body, i, 8).group(group).owner("PodGroup", group, "scheduling.k8s.io/v1beta1", controller=False)
+        for i in range(2)
+    ]
+    made[1].gates()  # steered by no one, ungated: not read (the Job's template declares the group whole)
+    gang = _one(
+        [p.build() for p in made], Owners(podgroups={(NS, group): _group(group, 2)}, jobs={(NS, "train"): body})
+    )
+    assert [m.pod for m in gang.members] == [made[0].build()["metadata"]["name"]]

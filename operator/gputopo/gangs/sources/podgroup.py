@@ -49,7 +49,7 @@ from gputopo.gangs.claims import (
 from gputopo.gangs.model import Declared, DisruptionMode, GangId
 from gputopo.gangs.sources.jobset import pods_per_job
 
-__all__ = ["SOURCE", "Arranged", "arrange", "claim", "group_name"]
+__all__ = ["SOURCE", "Arranged", "arrange", "claim", "group_name", "user_group"]
 
 SOURCE: Final = "podgroup"
 
@@ -57,6 +57,16 @@ SOURCE: Final = "podgroup"
 def group_name(pod: Raw) -> str:
     """The PodGroup the pod names; '' when it names none."""
     return text(mapping(mapping(mapping(pod.get("spec")).get("schedulingGroup"))).get("podGroupName"))
+
+
+def user_group(pod: Raw) -> str:
+    """The PodGroup the pod names when its user wrote the name (in the pod or its owner's template); '' when it names
+    none, or one its Job's controller made for the Job (the pod then has an ownerReference to that PodGroup): that
+    Job's template declares the gang whole, and with ``WorkloadWithJob`` every Job's pods name such a group."""
+    name = group_name(pod)
+    refs = mapping(pod.get("metadata")).get("ownerReferences")
+    made = any(mapping(r).get("kind") == "PodGroup" for r in (refs if isinstance(refs, list) else ()))
+    return "" if made else name
 
 
 def _disruption(spec: Raw) -> DisruptionMode:
