@@ -153,8 +153,8 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
 
 @dataclass(frozen=True, slots=True)
 class Arranged:
-    """A gang group's ranks, one per pod given (in their order), and its declaration (None while its pods and
-    Jobs read account for fewer ranks than ``minCount`` and the rest cannot be told)."""
+    """A gang group's ranks, one per pod given (in their order), and its declaration (None when a size cannot be
+    read: ``problems`` say why)."""
 
     ranks: tuple[int, ...]
     declared: Declared | None
