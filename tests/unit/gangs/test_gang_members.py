@@ -286,3 +286,14 @@ def test_an_ungated_pod_of_a_group_its_jobs_controller_made_is_no_bystander() ->
         [p.build() for p in made], Owners(podgroups={(NS, group): _group(group, 2)}, jobs={(NS, "train"): body})
     )
     assert [m.pod for m in gang.members] == [made[0].build()["metadata"]["name"]]
+
+
+def test_an_mpijob_launcher_seen_before_all_workers_moves_no_gpu_rank() -> None:
+    launcher, first, second = _mpijob_pods("mpi", 2, 4, "mpi")
+    owners = Owners(podgroups={(NS, "mpi"): _group("mpi", 3)})
+    early = _one([launcher, first], owners)
+    assert early.declared == Declared(3, (4, 4, 0))
+    assert [(m.pod, m.rank) for m in early.members] == [("mpi-worker-0", 0), ("mpi-launcher", 2)]
+    assert early.missing() == (1,)
+    later = _one([launcher, first, second], owners)
+    assert [(m.pod, m.rank) for m in later.members] == [("mpi-worker-0", 0), ("mpi-worker-1", 1), ("mpi-launcher", 2)]

@@ -21,7 +21,7 @@ not waited for).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from gputopo.api.gangplacement import MAX_GANG_SIZE
@@ -181,13 +181,12 @@ def _min_count(group: Raw) -> int | None:
     return found if found and found <= MAX_GANG_SIZE else None
 
 
-def _local_ranks(part: _Part, pods: Sequence[Raw], gpus_of: Sequence[int]) -> dict[int, int]:
-    """Each of the part's pods' rank within the part: its completion index (or gputopo.io/rank), the pods with
-    neither taking the free ones, those with GPUs first (an MPIJob's workers before its launcher), in creation
-    order."""
+def _local_ranks(members: Sequence[int], pods: Sequence[Raw]) -> dict[int, int]:
+    """Each of ``members``' rank among them: its completion index (or gputopo.io/rank), the pods with neither
+    taking the free ones in creation order."""
     local: dict[int, int] = {}
     unranked: list[int] = []
-    for i in part.pods:
+    for i in members:
         index = completion_index(pods[i])
         index = index if index is not None else as_int(labels_of(pods[i]).get(LABEL_RANK))
         if index is None:
@@ -195,8 +194,8 @@ def _local_ranks(part: _Part, pods: Sequence[Raw], gpus_of: Sequence[int]) -> di
         else:
             local[i] = index
     taken = set(local.values())
-    free = (r for r in range(len(part.pods) + len(taken) + 1) if r not in taken)
-    for i in sorted(unranked, key=lambda i: (gpus_of[i] == 0, _created(pods[i]))):
+    free = (r for r in range(len(members) + len(taken) + 1) if r not in taken)
+    for i in sorted(unranked, key=lambda i: _created(pods[i])):
         local[i] = next(free)
     return local
 
@@ -230,29 +229,50 @@ def arrange(namespace: str, name: str, pods: Sequence[Raw], owners: Owners) -> A
     if problems:
         return Arranged(tuple(0 for _ in pods), None, tuple(problems))
 
-    def gpus(part: _Part) -> int:
-        return part.gpus if part.gpus is not None else max(gpus_of[i] for i in part.pods)
-
-    ranks = [0] * len(pods)
-    shape: list[int] = []
-    roles: list[str] = []
-    for part in sorted(parts.values(), key=lambda p: (gpus(p) == 0, p.name, p.kind)):
-        local = _local_ranks(part, pods, gpus_of)
-        size = part.size if part.size is not None else max(local.values()) + 1
-        if bounded(len(shape) + size, f"PodGroup {namespace}/{name}", problems) is None:
-            return Arranged(tuple(ranks), None, tuple(problems))
-        by_local = {r: gpus_of[i] for i, r in local.items()}
-        offset = len(shape)
-        for i, r in local.items():
-            ranks[i] = offset + r
-        shape += [part.gpus if part.gpus is not None else by_local.get(r, gpus(part)) for r in range(size)]
-        roles += [part.name] * size
-    unknown = {gpus(p) for p in parts.values() if p.size is None}
+    where = f"PodGroup {namespace}/{name}"
+    # Two segments: the GPU ranks, then the ranks without GPUs, so a launcher seen late moves no GPU rank.
+    gpu = _Segment()
+    cpu = _Segment()
+    unknown: set[int] = set()
+    for part in sorted(parts.values(), key=lambda p: (p.name, p.kind)):
+        if part.size is not None and part.gpus is not None:
+            segment = gpu if part.gpus else cpu
+            segment.take(_local_ranks(part.pods, pods), part.size, [part.gpus] * part.size, part.name)
+            continue
+        with_gpus = [i for i in part.pods if gpus_of[i]]
+        if with_gpus:
+            local = _local_ranks(with_gpus, pods)
+            size = max(local.values()) + 1
+            if bounded(len(gpu.shape) + size, where, problems) is None:
+                return Arranged(tuple(0 for _ in pods), None, tuple(problems))
+            most = max(gpus_of[i] for i in with_gpus)
+            unknown.add(most)
+            by_local = {r: gpus_of[i] for i, r in local.items()}
+            gpu.take(local, size, [by_local.get(r, most) for r in range(size)], part.name)
+        without = sorted((i for i in part.pods if not gpus_of[i]), key=lambda i: _created(pods[i]))
+        cpu.take({i: r for r, i in enumerate(without)}, len(without), [0] * len(without), part.name)
+    # Ranks below minCount that no part accounts for are pods still to come: more of the bare pods' GPUs, else none.
     pad = unknown.pop() if len(unknown) == 1 else 0
-    if len(shape) < min_count:
-        roles += [""] * (min_count - len(shape))
-        shape += [pad] * (min_count - len(shape))
-    if bounded(len(shape), f"PodGroup {namespace}/{name}", problems) is None:
-        return Arranged(tuple(ranks), None, tuple(problems))
-    named = roles if len(parts) > 1 else []
+    short = max(0, min_count - len(gpu.shape) - len(cpu.shape))
+    (gpu if pad else cpu).take({}, short, [pad] * short, "")
+    if bounded(len(gpu.shape) + len(cpu.shape), where, problems) is None:
+        return Arranged(tuple(0 for _ in pods), None, tuple(problems))
+    ranks = [gpu.ranks[i] if i in gpu.ranks else len(gpu.shape) + cpu.ranks[i] for i in range(len(pods))]
+    shape = gpu.shape + cpu.shape
+    named = gpu.roles + cpu.roles if len(parts) > 1 else []
     return Arranged(tuple(ranks), Declared(len(shape), tuple(shape), tuple(named)))
+
+
+@dataclass(slots=True)
+class _Segment:
+    """Ranks laid out one part after another: each pod's position, and each position's GPUs and role."""
+
+    ranks: dict[int, int] = field(default_factory=dict)
+    shape: list[int] = field(default_factory=list)
+    roles: list[str] = field(default_factory=list)
+
+    def take(self, local: dict[int, int], size: int, shape: list[int], role: str) -> None:
+        offset = len(self.shape)
+        self.ranks |= {i: offset + r for i, r in local.items()}
+        self.shape += shape
+        self.roles += [role] * size
