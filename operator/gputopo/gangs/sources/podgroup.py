@@ -9,13 +9,12 @@ A group with the ``basic`` policy is scheduled pod by pod: it is no gang, and th
 group under a CompositePodGroup (``spec.parentCompositePodGroupName``) is part of a larger unit its owner declares.
 
 A group's pods may come from several owners (a launcher Job and a worker Job naming one PodGroup, as MPI-style jobs
-are written on 1.37). ``arrange`` numbers the ranks of the whole group, not one pod at a time: the owners that take
-GPUs first, then those that take none, each by name, and within an owner by completion index, else creation order
-(those with GPUs first). Each owner is a part: as many ranks as its Job runs at once (``parallelism``, at most
-``completions``), or as its pods seen when its Job is not read, each of the Job template's GPUs (else the pod's
-own). The gang is the pods that exist, at least ``minCount``: ranks past the parts read are pods still to come, of
-the GPUs of the owners whose size is not known (bare pods), otherwise of none (a pod without GPUs is not gated, so
-not waited for).
+are written on 1.37). ``arrange`` numbers the ranks of the whole group, not one pod at a time: the GPU ranks first,
+then the ranks without GPUs; in each, the owners by name, and within an owner the completion index, else creation
+order. Each owner is a part: as many ranks as its Job runs at once (``parallelism``, at most ``completions``) of the
+Job template's GPUs, or as its pods seen, of their own GPUs, when its Job is not read. The gang is the pods that
+exist, at least ``minCount``: ranks below it that no part accounts for are pods still to come, GPU ranks of the
+GPUs of the owners whose size is not known (bare pods, an MPIJob's workers), otherwise ranks without GPUs.
 """
 
 from __future__ import annotations
