@@ -291,7 +291,7 @@ def test_a_launcher_job_and_a_worker_job_sharing_a_podgroup_are_one_gang(cluster
     cluster.create(_indexed_job("pair-worker", 2, 4, "pair"))
     placed = cluster.wait_phase("podgroup-pair", "Running", "Released")
     by_rank = {r["rank"]: r["pod"].rsplit("-", 2)[0] for r in placed["ranks"]}
-    assert by_rank == {0: "pair-worker", 1: "pair-worker", 2: "pair-launcher"}
+    assert by_rank == {0: "pair-launcher", 1: "pair-worker", 2: "pair-worker"}  # owners by name, then index
     assert sorted(len(r["gpus"]) for r in placed["ranks"]) == [1, 4, 4]
 
 
