@@ -25,6 +25,7 @@ from gputopo.control.facts import JobKey
 from gputopo.control.failure import Fault, faults_under
 from gputopo.control.gangactions import Eviction, GangActions, Involved, PodPatch
 from gputopo.control.gangdra import Pinned, Unpinned, Waiting, pin_claims
+from gputopo.control.gangnotes import with_disagreements, without_disagreements
 from gputopo.control.gangrecords import GangRecord, RankPlan, record_body, record_name, status_of
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.lifecycle import Config
@@ -169,11 +170,14 @@ def step(
     actions = GangActions(key, gang.id.namespace, before.name, record=record_body(gang) if record is None else None)
     result = _decide(gang, before, bodies, view, config, now, arrival_timeout, actions)
     result.pin = pinner(view, config, now)  # for ``settle``
-    result.record = _with_pods(result.record, gang)
+    plain = _with_pods(result.record, gang)
+    result.record, news = with_disagreements(gang, before, plain)
+    if news:
+        actions.event(involved(gang), "Warning", "GangSourcesDisagree", news)
     status = status_of(result.record)
     if record is None or status != status_of(record):
         actions.status = status
-    _announce(gang, before, result.record, actions)
+    _announce(gang, without_disagreements(gang, before), plain, actions)
     return result
 
 
@@ -283,7 +287,7 @@ def _ended(gang: Gang) -> bool:
     the plan (a JobSet's first Job may finish before its second is made)."""
     declared = gang.declared
     ranks = {m.rank for m in gang.members}
-    whole = declared is None or all(r in ranks for r in range(declared.size))
+    whole = declared is None or all(r in ranks for r in declared.gpu_ranks)
     return bool(gang.members) and whole and all(m.phase in ("Succeeded", "Failed") for m in gang.members)
 
 
@@ -356,7 +360,7 @@ def _evict_again(gang: Gang, rec: GangRecord, actions: GangActions) -> GangStep 
     stopped before it evicted them all): evict them again and plan nothing until they are gone."""
     if rec.phase not in (Phase.RESTARTING, Phase.PREEMPTED):
         return None
-    running = [m for m in _live(gang).values() if not m.gated]
+    running = [m for m in _live(gang).values() if not m.gated and not m.bystander]
     if not running:
         return None
     actions.evictions.extend(Eviction(m.pod, m.uid) for m in running)
@@ -382,7 +386,7 @@ def _fault(gang: Gang, rec: GangRecord, faults: list[Fault], actions: GangAction
     nodes = frozenset(f.node for f in faults)
     hit = {p.rank for p in rec.ranks if p.node in nodes}
     live = _live(gang)
-    steered = {r: m for r, m in live.items() if not m.gated}
+    steered = {r: m for r, m in live.items() if not m.gated and not m.bystander}
     if not steered:  # nothing runs there yet: plan the gang again, off the fault
         return GangStep(actions, replace(rec, ranks=(), phase=Phase.PENDING, message=detail), avoid_nodes=nodes)
     if gang.owner is None and not gang.evict_bare:
@@ -464,13 +468,11 @@ def settle(
     if isinstance(result, Unplaceable) and rec.nomination is not None:
         victims = ", ".join(rec.nomination.victims) or "its victims"
         record = replace(rec, phase=Phase.PENDING, message=f"waiting for {victims} to end: their GPUs are held for it")
-        _rewrite(gang, rec, record, actions)
-        done.record = record
+        done.record = _rewrite(gang, rec, record, actions)
         return None
     if isinstance(result, Unplaceable):
         record = replace(rec, phase=Phase.UNPLACEABLE, message=result.reason)
-        _rewrite(gang, rec, record, actions)
-        done.record = record
+        done.record = _rewrite(gang, rec, record, actions)
         return None
     new = {w.rank: RankPlan(w.rank, w.node, tuple(w.gpus), tuple(w.nics)) for w in result.workers}
     kept = tuple(p for p in rec.ranks if p.rank not in new)
@@ -493,8 +495,7 @@ def settle(
     # Recorded as the next step would say it while the ranks are bound: that step writes no status of its own.
     record = replace(record, message=_planned_message(record.missing, waiting))
     actions.placed = True
-    _rewrite(gang, rec, record, actions)
-    done.record = record
+    record = done.record = _rewrite(gang, rec, record, actions)
     nodes = sorted({p.node for p in record.ranks})
     actions.event(
         involved(gang),
@@ -506,12 +507,18 @@ def settle(
     return PlannedGang(done.actions.key, record.generation, tuple((p.node, p.gpus) for p in record.ranks), now)
 
 
-def _rewrite(gang: Gang, before: GangRecord, after: GangRecord, actions: GangActions) -> None:
+def _rewrite(gang: Gang, before: GangRecord, after: GangRecord, actions: GangActions) -> GangRecord:
+    plain = after
+    after, news = with_disagreements(gang, before, after)
+    if news:
+        actions.event(involved(gang), "Warning", "GangSourcesDisagree", news)
     status = status_of(after)
     if actions.status is not None or status != status_of(before):
         actions.status = status
-    if after.phase == Phase.UNPLACEABLE and (before.phase, before.message) != (after.phase, after.message):
-        actions.event(involved(gang), "Warning", "GangUnplaceable", after.message)
+    was = without_disagreements(gang, before)
+    if plain.phase == Phase.UNPLACEABLE and (was.phase, was.message) != (plain.phase, plain.message):
+        actions.event(involved(gang), "Warning", "GangUnplaceable", plain.message)
+    return after
 
 
 _ANNOUNCED: dict[str, tuple[Literal["Normal", "Warning"], str]] = {

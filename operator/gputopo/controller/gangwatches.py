@@ -3,9 +3,9 @@
 Pods of any gang (a PodGroup's, an Indexed Job's, a JobSet's, a LeaderWorkerSet's, a PyTorchJob's, a Kueue pod
 group's, bare pods naming their gang), the owners that declare the gangs' sizes and shapes, and gputopo's own
 GangPlacement records. Each object is trimmed as it is read to what reading a gang needs, never kept whole; a pod
-is kept only while it is a candidate (gated by ``gputopo.io/placement`` or annotated ``gputopo.io/gang``, and not a
-TrainingJob's), and let go when it stops being one. Pods cannot be selected by their gates on the server, so all
-pods are watched and the rest are dropped as they are parsed.
+is kept only while it is a candidate (gated by ``gputopo.io/placement``, annotated ``gputopo.io/gang`` or naming a
+PodGroup its user wrote, and not a TrainingJob's), and let go when it stops being one. Pods cannot be selected by
+their gates on the server, so all pods are watched and the rest are dropped as they are parsed.
 
 An API the server does not serve (a CRD not installed, PodGroups before Kubernetes 1.37) is no error: its map stays
 empty. Discovery is asked again every ``DISCOVERY_RECHECK_SECONDS``, so a CRD installed later is watched from then
@@ -24,6 +24,7 @@ from typing import Any, Final
 from gputopo.api import group
 from gputopo.api.group import LABEL_JOB
 from gputopo.gangs.model import GATE
+from gputopo.gangs.sources.podgroup import user_group
 from gputopo.gangs.unbound import GROUP_CONDITIONS
 from gputopo.kube.client import (
     GANG_PLACEMENT_GROUP,
@@ -143,12 +144,13 @@ def _gated(spec: Mapping[str, Any]) -> bool:
 
 def trim_pod(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     """What a gang reader needs of a pod, or None when the pod is no gang's candidate: neither gated by
-    ``gputopo.io/placement`` nor annotated ``gputopo.io/gang``, or a TrainingJob's own."""
+    ``gputopo.io/placement``, annotated ``gputopo.io/gang`` nor naming a PodGroup its user wrote (``user_group``), or
+    a TrainingJob's own."""
     meta, spec = _mapping(obj.get("metadata")), _mapping(obj.get("spec"))
     if LABEL_JOB in _mapping(meta.get("labels")):
         return None
-    if not _gated(spec) and ANNOTATION_GANG not in _mapping(meta.get("annotations")):
-        return None
+    if not _gated(spec) and ANNOTATION_GANG not in _mapping(meta.get("annotations")) and not user_group(obj):
+        return None  # an ungated pod naming a PodGroup its user wrote is kept: its gang counts it (``is_bystander``)
     status = _mapping(obj.get("status"))
     kept: dict[str, Any] = {"phase": status["phase"]} if status.get("phase") is not None else {}
     conditions = status.get("conditions")

@@ -88,6 +88,7 @@ class Claim:
     uniform: bool = False
     never_preempts: bool = False  # its group's preemptionPolicy is Never (a PodGroup's)
     group_refusal: Refusal | None = None  # its PodGroup's scheduled condition, False
+    notes: tuple[str, ...] = ()  # where this pod's sources disagree, and which was taken
 
 
 def mapping(value: object) -> Raw:

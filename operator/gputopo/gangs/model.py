@@ -129,6 +129,9 @@ class Member:
     # Kueue's), and whether Kueue's Topology-Aware Scheduling places it (then gputopo never plans it).
     kueue_workload: str | None = None
     placed_by_kueue: bool = False
+    # A pod of the gang that gputopo's gate never held (it asks for no GPU): read for the gang's size and ranks,
+    # never steered, evicted or waited for.
+    bystander: bool = False
 
     @property
     def gone(self) -> bool:
@@ -163,6 +166,8 @@ class Gang:
     group_refusal: Refusal | None = None  # why kube-scheduler has not scheduled its PodGroup
     problems: tuple[str, ...] = ()  # why the gang is refused, each naming the field or annotation
     selector: Mapping[str, str] = field(default_factory=dict)  # node selector every member's template has
+    # Where the pods' sources disagree and one was taken over another: said in the gang's status and an Event.
+    disagreements: tuple[str, ...] = ()
 
     @property
     def by_rank(self) -> dict[int, Member]:
@@ -173,11 +178,12 @@ class Gang:
         return out
 
     def missing(self) -> tuple[int, ...]:
-        """Ranks of the declared size with no live pod yet."""
+        """Ranks that take GPUs with no live pod yet. A rank that asks for no GPU is not waited for: the admission
+        policy does not gate its pod (kube-scheduler places it as it comes), so it may never be seen."""
         if self.declared is None:
             return ()
         present = {r for r, m in self.by_rank.items() if not m.gone}
-        return tuple(r for r in range(self.declared.size) if r not in present)
+        return tuple(r for r in self.declared.gpu_ranks if r not in present)
 
 
 def _age(member: Member) -> tuple[bool, float, str]:

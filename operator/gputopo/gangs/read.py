@@ -33,17 +33,32 @@ from gputopo.gangs.claims import (
 )
 from gputopo.gangs.kueuemarks import kueue_workload, placed_by_kueue
 from gputopo.gangs.model import GATE, NO_CONSTRAINTS, Declared, Gang, GangId, Member, Needs
-from gputopo.gangs.sources import DERIVED, EXPLICIT
+from gputopo.gangs.sources import DERIVED, EXPLICIT, podgroup
 from gputopo.gangs.unbound import refusal
 from gputopo.placement.template import TemplateError, pod_constraints
 
-__all__ = ["GangsRead", "MemberMemo", "Refusal", "claim_pod", "is_member", "read_gangs"]
+__all__ = ["GangsRead", "MemberMemo", "Refusal", "claim_pod", "is_bystander", "is_member", "read_gangs"]
 
 # How each explicit source's declaration is named in a refusal.
 _DECLARED_BY = {
     "podgroup": "PodGroup {} (spec.schedulingGroup.podGroupName)",
     "gputopo": "gang {} (label gputopo.io/gang)",
     "kueue": "Kueue pod group {} (label kueue.x-k8s.io/pod-group-name)",
+}
+
+# Owners whose labels make a pod theirs: a pod with two of them is read as the first's, and the gang says so.
+_OWNER_LABELS = {
+    "jobset": "JobSet {} (label jobset.sigs.k8s.io/jobset-name)",
+    "leaderworkerset": "LeaderWorkerSet group {} (label leaderworkerset.sigs.k8s.io/name)",
+    "pytorchjob": "PyTorchJob {} (label training.kubeflow.org/job-name)",
+}
+_SOURCE_NAMES = {
+    "podgroup": "PodGroup",
+    "gputopo": "gputopo.io/gang label",
+    "kueue": "Kueue pod group",
+    "jobset": "JobSet",
+    "leaderworkerset": "LeaderWorkerSet",
+    "pytorchjob": "PyTorchJob",
 }
 
 _UNCLAIMED = (
@@ -80,21 +95,51 @@ def is_member(pod: Raw) -> bool:
     return GATE in gates_of(pod) or ANNOTATION_GANG in annotations_of(pod)
 
 
+def is_bystander(pod: Raw) -> bool:
+    """A pod that names a PodGroup its user wrote but that gputopo neither gates nor steered (it asks for no GPU, so
+    the admission policy let it through): read into its group's gang, when the gang has members, for its size and
+    ranks. A group the Job controller made for one Job is declared whole by that Job's template."""
+    return not is_member(pod) and LABEL_JOB not in labels_of(pod) and bool(podgroup.user_group(pod))
+
+
+def _sizes_differ(taken: Claim, other: Claim) -> bool:
+    """Two explicit declarations of one gang that say different sizes (one that does not say yet is no news)."""
+    sizes = (taken.declared.size if taken.declared else None, other.declared.size if other.declared else None)
+    return None not in sizes and sizes[0] != sizes[1]
+
+
 def claim_pod(pod: Raw, owners: Owners) -> Claim | Refusal | None:
-    """The claim of the first source that knows the pod, or its refusal; None when no source knows it."""
+    """The claim of the first source that knows the pod, or its refusal; None when no source knows it. Where two
+    sources name the pod's gang under one name but say different sizes (a PodGroup and a Kueue pod group), or two
+    owners' labels both make it theirs (a JobSet's pod with a LeaderWorkerSet's labels), the first is taken and the
+    claim notes the other."""
     explicit = [found for _, read in EXPLICIT if (found := read(pod, owners)) is not None]
     names = {c.gang.name for c in explicit}
+    pod_name = text(mapping(pod.get("metadata")).get("name"))
     if len(names) > 1:
         named = " and ".join(_DECLARED_BY[c.gang.source].format(c.gang.name) for c in explicit)
-        meta = mapping(pod.get("metadata"))
-        return Refusal(namespace_of(pod), text(meta.get("name")), f"the pod names two gangs: {named}")
+        return Refusal(namespace_of(pod), pod_name, f"the pod names two gangs: {named}")
     if explicit:
-        return explicit[0]
-    for _, read in DERIVED:
-        found = read(pod, owners)
-        if found is not None:
-            return found
-    return None
+        taken = explicit[0]
+        others = [c for c in explicit[1:] if _sizes_differ(taken, c)]
+        if not others:
+            return taken
+        said = ", ".join(
+            f"{_DECLARED_BY[c.gang.source].format(c.gang.name)} {c.declared.size if c.declared else '?'} pods"
+            for c in (taken, *others)
+        )
+        note = f"pod {pod_name}: {said}; read as the {_SOURCE_NAMES[taken.gang.source]}'s"
+        return replace(taken, notes=(*taken.notes, note))
+    derived = [found for _, read in DERIVED if (found := read(pod, owners)) is not None]
+    if not derived:
+        return None
+    taken = derived[0]
+    others = [c for c in derived[1:] if c.gang.source in _OWNER_LABELS]
+    if taken.gang.source not in _OWNER_LABELS or not others:
+        return taken
+    named = " and ".join(_OWNER_LABELS[c.gang.source].format(c.gang.name) for c in (taken, *others))
+    note = f"pod {pod_name} carries the labels of {named}; read as the {_SOURCE_NAMES[taken.gang.source]}'s"
+    return replace(taken, notes=(*taken.notes, note))
 
 
 def _created(value: object) -> datetime | None:
@@ -142,6 +187,7 @@ def _member(pod: Raw, rank: int, problems: list[str], owners: Owners) -> Member:
         refusal=refusal(pod),
         kueue_workload=kueue_workload(pod),
         placed_by_kueue=placed_by_kueue(pod),
+        bystander=not is_member(pod),
     )
 
 
@@ -194,8 +240,11 @@ def read_gangs(
     refused: list[Refusal] = []
     unclaimed: list[Refusal] = []
     told: dict[GangId, list[str]] = {}
+    bystanders: list[Raw] = []
     for pod in pods:
         if not isinstance(pod, Mapping) or not is_member(pod):
+            if isinstance(pod, Mapping) and is_bystander(pod):
+                bystanders.append(pod)
             continue
         found = claim_pod(pod, owners) if claims is None else claims.claim(pod, owners, claim_pod)
         if isinstance(found, Refusal):
@@ -209,6 +258,10 @@ def read_gangs(
         else:
             name = text(mapping(pod.get("metadata")).get("name"))
             unclaimed.append(Refusal(namespace_of(pod), name, _UNCLAIMED))
+    for pod in bystanders:
+        found = claim_pod(pod, owners) if claims is None else claims.claim(pod, owners, claim_pod)
+        if isinstance(found, Claim) and found.gang in by_gang:
+            by_gang[found.gang].append(_Claimed(pod, found))
     gangs = tuple(_gang(gang, claimed, told.get(gang, []), owners, memo) for gang, claimed in sorted(by_gang.items()))
     if memo is not None:
         memo.done()
@@ -235,16 +288,21 @@ def _gang(
     problems: list[str] = list(told)
     for c in claimed:
         problems += c.claim.problems
+    # A gang group is ranked and declared from all its pods at once (its pods may have several owners).
+    pods = [c.pod for c in claimed]
+    arranged = podgroup.arrange(gang.namespace, gang.name, pods, owners) if gang.source == "podgroup" else None
+    ranks: dict[int, int | None] = {id(c): c.claim.rank for c in claimed}
+    if arranged is not None:
+        ranks = {id(c): rank for c, rank in zip(claimed, arranged.ranks, strict=True)}
+        problems += arranged.problems
     # Members with no rank from their source take the free ranks in creation order.
-    taken = {c.claim.rank for c in claimed if c.claim.rank is not None}
+    taken = {r for r in ranks.values() if r is not None}
     free = (r for r in range(len(claimed) + len(taken) + 1) if r not in taken)
-    unranked = sorted((c for c in claimed if c.claim.rank is None), key=_creation)
-    ranks = {id(c): c.claim.rank for c in claimed}
-    for c in unranked:
+    for c in sorted((c for c in claimed if ranks[id(c)] is None), key=_creation):
         ranks[id(c)] = next(free)
     members = tuple(_read_member(c.pod, ranks[id(c)] or 0, problems, owners, memo) for c in claimed)
     claims = sorted((c.claim for c in claimed), key=lambda c: (c.rank is None, c.rank or 0))
-    declared = _declared(claims, members, problems)
+    declared = arranged.declared if arranged is not None else _declared(claims, members, problems)
     live: dict[int, str] = {}
     for m in members:
         if m.gone:
@@ -269,7 +327,15 @@ def _gang(
         never_preempts=any(c.never_preempts for c in claims),
         group_refusal=next((c.group_refusal for c in claims if c.group_refusal is not None), None),
         problems=_unique(problems),
+        disagreements=_summed(_unique(note for c in claims for note in c.notes)),
     )
+
+
+def _summed(notes: tuple[str, ...], shown: int = 2) -> tuple[str, ...]:
+    """The first ``shown`` notes, and how many more there are (one per pod: a gang of 512 says it once)."""
+    if len(notes) <= shown:
+        return notes
+    return (*notes[:shown], f"and {len(notes) - shown} more pods alike")
 
 
 _STRICTNESS = (IntraNode.ANY, IntraNode.NVLINK, IntraNode.NVSWITCH)

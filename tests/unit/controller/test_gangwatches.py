@@ -125,6 +125,14 @@ def test_a_gated_pod_keeps_what_a_gang_reader_needs_and_nothing_else() -> None:
         (pod(), True),
         (pod(gates=(), annotations={"gputopo.io/gang-id": "job/train"}), True),
         (pod(gates=()), False),
+        ({**pod(gates=()), "spec": {"schedulingGroup": {"podGroupName": "mpi"}}}, True),
+        (
+            {
+                "metadata": {"ownerReferences": [{"kind": "PodGroup", "name": "train-x-pgt-0-y", "uid": "g"}]},
+                "spec": {"schedulingGroup": {"podGroupName": "train-x-pgt-0-y"}},
+            },
+            False,
+        ),
         (pod(gates=("kueue.x-k8s.io/admission",)), False),
         (pod(labels={"gputopo.io/job": "llm"}), False),
         (pod(gates="gputopo.io/placement"), False),
@@ -136,6 +144,8 @@ def test_a_gated_pod_keeps_what_a_gang_reader_needs_and_nothing_else() -> None:
         "gated",
         "steered (annotated)",
         "no gate",
+        "no gate, naming a PodGroup (a launcher without GPUs)",
+        "no gate, naming the PodGroup its Job's controller made",
         "another scheduler's gate only",
         "a TrainingJob's own pod",
         "gates not a list",

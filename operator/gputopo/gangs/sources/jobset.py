@@ -7,6 +7,10 @@ runs at once (``parallelism``, at most ``completions``); a pod's global rank cou
 its own, then its Job's index, then its completion index. With ``alpha.jobset.sigs.k8s.io/exclusive-topology``
 (on the JobSet or a replicated job's template, copied to the pods) each child Job is a part that takes a domain
 of that node label of its own.
+
+A TrainJob (kubeflow/trainer) runs as a JobSet whose trainer pods carry ``PET_NNODES``, the number of nodes the
+TrainJob asked for (its torch plugin sets it from the trainer pod set's count). Where it differs from the pods the
+pod's replicated job runs, the JobSet's count is used (it is what the Job controller makes) and the claim notes it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from gputopo.gangs.claims import (
     as_int,
     bounded,
     completion_index,
+    controller_of,
     labels_of,
     mapping,
     namespace_of,
@@ -33,6 +38,7 @@ from gputopo.gangs.claims import (
     text,
 )
 from gputopo.gangs.model import Declared, GangId, OwnerRef
+from gputopo.gangs.sources.pytorchjob import pod_env
 
 __all__ = [
     "EXCLUSIVE_KEY",
@@ -128,6 +134,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
     owner = OwnerRef(API_VERSION, "JobSet", name, labels.get(JOBSET_UID_KEY, ""))
     declared = None
     rank = None
+    notes: tuple[str, ...] = ()
     if jobset is not None:
         declared, offsets, exclusive = _declared(jobset, name, exclusive, problems, owners, namespace)
         owner = replace(owner, uid=text(mapping(jobset.get("metadata")).get("uid")) or owner.uid)
@@ -140,6 +147,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
         else:
             per_job = pods_per_job(mapping(mapping(spec.get("template")).get("spec")))
             rank = offsets[rjob_name] + job_index * per_job + index
+            notes = _nnodes_note(pod, jobset, spec, per_job)
     needs = replace(pod_needs.needs, exclusive_label=exclusive) if exclusive else pod_needs.needs
     return Claim(
         GangId(namespace, SOURCE, name),
@@ -151,6 +159,26 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
         owner=owner,
         evict_bare=pod_needs.evict_bare,
         problems=tuple(problems),
+        notes=notes,
+    )
+
+
+def _nnodes_note(pod: Raw, jobset: Raw, rjob: Raw, per_job: int) -> tuple[str, ...]:
+    """A note when the pod's ``PET_NNODES`` is not the pods its replicated job runs."""
+    said = pod_env(pod, "PET_NNODES")
+    if said is None:
+        return ()
+    replicas = as_int(rjob.get("replicas"))
+    runs = (1 if replicas is None else replicas) * per_job
+    if as_int(said) == runs:
+        return ()
+    name = text(mapping(jobset.get("metadata")).get("name"))
+    parent = controller_of(jobset)
+    whose = f"{text(parent.get('kind'))} {text(parent.get('name'))} (JobSet {name})" if parent else f"JobSet {name}"
+    pod_name = text(mapping(pod.get("metadata")).get("name"))
+    return (
+        f"pod {pod_name} of {whose}: PET_NNODES is {said!r}, its replicated job {text(rjob.get('name'))} runs "
+        f"{runs} pods; the JobSet's count is used",
     )
 
 

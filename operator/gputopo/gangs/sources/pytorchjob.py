@@ -44,6 +44,7 @@ __all__ = [
     "REPLICA_TYPE_LABEL",
     "SOURCE",
     "claim",
+    "pod_env",
 ]
 
 SOURCE: Final = "pytorchjob"
@@ -57,7 +58,8 @@ OPERATOR_NAME: Final = "pytorchjob-controller"
 _ORDER: Final = ("master", "worker")
 
 
-def _env(pod: Raw, name: str) -> str | None:
+def pod_env(pod: Raw, name: str) -> str | None:
+    """The value of env var ``name`` in the pod's first container that sets it plainly (not from a source)."""
     containers = mapping(pod.get("spec")).get("containers")
     for container in containers if isinstance(containers, list) else ():
         env = mapping(container).get("env")
@@ -114,10 +116,10 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
         if index is not None and rtype in _ORDER:
             rank = index + 1 if rtype == "worker" and "master" in specs else index
     else:
-        rank = as_int(_env(pod, "RANK") or _env(pod, "PET_NODE_RANK") or "")
+        rank = as_int(pod_env(pod, "RANK") or pod_env(pod, "PET_NODE_RANK") or "")
         if rank is None and index is not None and rtype in _ORDER:
             rank = index  # no RANK env: the controller sets it only when there is a Master
-        size = bounded(as_int(_env(pod, "PET_NNODES") or ""), f"pod of PyTorchJob {name}: PET_NNODES", problems)
+        size = bounded(as_int(pod_env(pod, "PET_NNODES") or ""), f"pod of PyTorchJob {name}: PET_NNODES", problems)
         if size:
             declared = Declared(size, (own_gpus(pod, problems, owners),) * size)
             uniform = True
