@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from gputopo.api.fields import failure
 from gputopo.control.facts import JobKey
 from gputopo.placement.types import Placement, Policy, Request, Snapshot, Unplaceable
 
@@ -74,6 +75,15 @@ def _without(snapshot: Snapshot, nodes: frozenset[str]) -> Snapshot:
     return snapshot
 
 
+def _plan(queued: QueuedJob, view: Snapshot, place: Policy) -> Placement | Unplaceable:
+    """The job's plan; a job whose planning trips a bug is Unplaceable, naming what failed: one job never stops
+    the queue for the others."""
+    try:
+        return queued.planner(view) if queued.planner is not None else place(view, queued.request)
+    except Exception as error:
+        return Unplaceable(f"gputopo could not plan it: {failure(error)}")
+
+
 def drain(
     snapshot: Snapshot,
     jobs: Sequence[QueuedJob],
@@ -121,7 +131,7 @@ def drain(
         own = snapshot.release(queued.nominated) if queued.nominated is not None else snapshot
         view = _without(own, queued.avoid_nodes) if queued.avoid_nodes else own
         start = clock() if clock else 0.0
-        result = queued.planner(view) if queued.planner is not None else place(view, queued.request)
+        result = _plan(queued, view, place)
         spent = (clock() - start) if clock else 0.0
         if isinstance(result, Placement):
             snapshot = own.reserve(result)

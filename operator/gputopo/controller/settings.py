@@ -155,6 +155,13 @@ class OperatorSettings(BaseSettings):
     )
     metrics_port: int = Field(default=9090, ge=0, le=65535, description="Prometheus /metrics; 0 disables.")
     liveness_port: int = Field(default=8080, ge=0, le=65535, description="kopf liveness /healthz; 0 disables.")
+    readiness_failed_passes: int = Field(
+        default=3,
+        ge=1,
+        le=1000,
+        description="Control passes that fail in a row before /readyz (beside /metrics) says not ready; the next "
+        "pass that completes makes it ready again.",
+    )
     log_format: str = Field(default="json", pattern="^(json|plain|full)$")
 
     @field_validator("namespaces", "tier_labels", "tier_oversubscription", mode="before")
