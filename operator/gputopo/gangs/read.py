@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from gputopo.api.fields import failure
+from gputopo.api.fields import failure, shown
 from gputopo.api.group import ANNOTATION_GPUS, ANNOTATION_PLACEMENT_GENERATION, LABEL_JOB
 from gputopo.api.trainingjob import IntraNode
 from gputopo.gangs.annotations import ANNOTATION_GANG
@@ -137,7 +137,8 @@ def _member(pod: Raw, rank: int, problems: list[str], owners: Owners) -> Member:
         constraints = NO_CONSTRAINTS
     planned = _gpu_list(annotations.get(ANNOTATION_GPUS))
     if planned is None and ANNOTATION_GPUS in annotations:
-        problems.append(f'pod {name}: annotation {ANNOTATION_GPUS}: "{annotations[ANNOTATION_GPUS]}" is not a GPU list')
+        given = shown(annotations[ANNOTATION_GPUS])
+        problems.append(f"pod {name}: annotation {ANNOTATION_GPUS}: {given} is not a GPU list")
     return Member(
         pod=name,
         uid=text(meta.get("uid")),
