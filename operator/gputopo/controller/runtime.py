@@ -100,6 +100,7 @@ class Runtime:
                 self.settings.watches,
                 poke_soon=lambda: self.poke(urgent=False),
                 record_retention=self.settings.gang_record_retention_seconds,
+                planning_seconds=self.settings.gang_planning_seconds,
             )
 
     @property

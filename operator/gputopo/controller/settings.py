@@ -77,6 +77,13 @@ class OperatorSettings(BaseSettings):
         description="A foreign gang's plan whose pods have not all been created this long after it was made is let "
         "go (JobSet, LeaderWorkerSet and MPI launchers create later pods only once the first is placed).",
     )
+    gang_planning_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="Seconds one foreign gang's plan may take in a pass (checked between the engine's calls; the "
+        "pass runs on the event loop): past it the gang is Unplaceable, saying so, and tried again the next pass.",
+    )
     gang_record_retention_seconds: float = Field(
         default=600.0,
         ge=0,
