@@ -8,14 +8,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from control_builders import T0, at, cluster
+from control_builders import T0, at, cluster, job
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pass_builders import CONFIG, member_body, planner
+from pass_builders import CONFIG, actions_of, member_body, planner, run
 
 from gputopo.api.group import ANNOTATION_GPUS, ANNOTATION_PLACEMENT_GENERATION, LABEL_JOB, LABEL_RANK
-from gputopo.control import gangpass
-from gputopo.control.facts import JobKey, job_facts, pod_facts
+from gputopo.control import gangpass, reconcile
+from gputopo.control.facts import JobFacts, JobKey, job_facts, pod_facts
 from gputopo.control.gangpass import GangInput
 from gputopo.control.queue import Limits, QueuedJob, drain
 from gputopo.control.reconcile import PassInput, PassRules, run_pass
@@ -112,3 +112,31 @@ def test_no_field_of_a_pod_or_job_raises_out_of_its_facts(
 def test_a_rank_label_of_5000_digits_reads_as_no_rank() -> None:
     pod = pod_facts({"metadata": {"name": "p", "labels": {LABEL_RANK: HUGE}, "annotations": {ANNOTATION_GPUS: HUGE}}})
     assert pod.rank is None and pod.planned_gpus is None
+
+
+TRIPS = {
+    "recursion": RecursionError("maximum recursion depth exceeded"),
+    "zero division": ZeroDivisionError("division by zero"),
+    "overflow": OverflowError("cannot convert float infinity to integer"),
+    "runtime": RuntimeError("dictionary changed size during iteration"),
+}
+
+
+@pytest.mark.parametrize("error", TRIPS.values(), ids=TRIPS.keys())
+def test_a_job_whose_step_trips_any_error_is_invalid_and_the_others_are_placed(
+    monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    real = reconcile.step
+
+    def tripping(j: JobFacts, *args: Any) -> Any:
+        if j.name == "bad":
+            raise error
+        return real(j, *args)
+
+    monkeypatch.setattr(reconcile, "step", tripping)
+    result = run([job("bad"), job("good", created=1.0)], cluster().node("n1").node("n2").view())
+    status = actions_of(result, "bad").status
+    assert status is not None
+    invalid = next(c for c in status.conditions if c.type == "Invalid")
+    assert f"could not read this job ({type(error).__name__}: {error})" in invalid.message
+    assert [p["metadata"]["name"] for p in actions_of(result, "good").pods] == ["good-0"]
