@@ -172,6 +172,8 @@ def test_one_pod_of_a_5000_digit_count_stops_no_placement_in_another_namespace(
             "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]},
         }
         _create(sandbox, TENANT, [stall])
+        team.apply(training_job("after-stall", TEAM))
+        team.wait_phase("after-stall", "Running", timeout=60)
         refused = _wait(
             operator,
             "the tenant's gang refused",
@@ -180,8 +182,6 @@ def test_one_pod_of_a_5000_digit_count_stops_no_placement_in_another_namespace(
         message = refused["status"]["message"]
         assert "annotation kueue.x-k8s.io/pod-group-total-count" in message and "(5000 characters)" in message
         assert len(message) < 300
-        team.apply(training_job("after-stall", TEAM))
-        team.wait_phase("after-stall", "Running", timeout=60)
         assert _ready(operator)[0] == 200
         assert _metric(operator, "gputopo_control_pass_failures_total") == 0
         assert operator.running and "Traceback" not in operator.log_file.read_text(errors="replace")
