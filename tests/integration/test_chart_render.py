@@ -34,6 +34,7 @@ def test_defaults_follow_the_issue() -> None:
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-metrics"}
     assert container["resources"]["requests"]
 
     ds = find(docs, "DaemonSet")
@@ -78,7 +79,10 @@ def test_nic_roles_and_the_host_route_table() -> None:
 
 def test_every_operator_setting_the_chart_writes_is_one_the_operator_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     """A misspelt key would be ignored by the operator (its settings ignore unknown variables), silently."""
-    values = ("--set", "operator.config.placementsPerPass=16", "--set", "gangs.recordRetentionSeconds=45")
+    values = (
+        *("--set", "operator.config.placementsPerPass=16", "--set", "gangs.recordRetentionSeconds=45"),
+        *("--set", "operator.config.readinessFailedPasses=5", "--set", "gangs.planningSeconds=2"),
+    )
     data = find(render(*values), "ConfigMap", OPERATOR)["data"]
     known = {f"GPUTOPO_{name.upper()}" for name in OperatorSettings.model_fields}
     assert set(data) <= known, set(data) - known
@@ -87,6 +91,7 @@ def test_every_operator_setting_the_chart_writes_is_one_the_operator_reads(monke
     settings = OperatorSettings()
     assert settings.placements_per_pass == 16 and settings.api_concurrency == 64
     assert settings.gang_record_retention_seconds == 45
+    assert settings.readiness_failed_passes == 5 and settings.gang_planning_seconds == 2
 
 
 def _operator_rules(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gputopo.api.fields import shown, whole_number
 from gputopo.api.group import GPU_RESOURCE
 from gputopo.errors import GputopoError
 
@@ -33,15 +34,9 @@ def _resources(container: Any) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
 
 
 def _count(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
     if isinstance(value, float):
         return int(value) if value.is_integer() and value >= 0 else None
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
+    return whole_number(value)
 
 
 def names_gpus(container: Any) -> bool:
@@ -63,7 +58,8 @@ def container_gpus(container: Any) -> int | None:
     count = _count(value)
     if count is None:
         name = container.get("name") if isinstance(container, Mapping) else None
-        raise GpuCountError(f"container {name or '?'!s}: {GPU_RESOURCE} {value!r} is not a whole number of GPUs")
+        named = name if isinstance(name, str) and 0 < len(name) <= 63 else shown(name) if name else "?"
+        raise GpuCountError(f"container {named}: {GPU_RESOURCE} {shown(value)} is not a whole number of GPUs")
     return count
 
 

@@ -21,6 +21,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
+from gputopo.api.fields import whole_number
 from gputopo.api.group import (
     ANNOTATION_PLACEMENT_GENERATION,
     DRA_DEVICE_CLASS,
@@ -144,10 +145,7 @@ class ClaimFacts:
 
 
 def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
+    return whole_number(value)
 
 
 def slice_facts(body: Mapping[str, Any]) -> SliceFacts:

@@ -14,6 +14,8 @@ from typing import Any, NewType
 
 from pydantic import ValidationError
 
+from gputopo.api.fields import whole_number, whole_numbers
+from gputopo.api.gangplacement import MAX_GPU_INDEX
 from gputopo.api.gpus import GpuCountError, pod_gpus
 from gputopo.api.group import (
     ANNOTATION_GANG,
@@ -65,13 +67,7 @@ def parse_time(value: Any) -> datetime | None:
 
 def parse_gpus(text: Any) -> tuple[int, ...] | None:
     """``"0,1,2"`` → (0, 1, 2); anything else → None."""
-    if not isinstance(text, str):
-        return None
-    try:
-        gpus = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        return None
-    return gpus if all(g >= 0 for g in gpus) else None
+    return whole_numbers(text, most=MAX_GPU_INDEX)
 
 
 def format_gpus(gpus: tuple[int, ...] | list[int]) -> str:
@@ -79,10 +75,8 @@ def format_gpus(gpus: tuple[int, ...] | list[int]) -> str:
 
 
 def _int(value: Any, default: int | None = None) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
+    found = whole_number(value)
+    return default if found is None else found
 
 
 def as_dict(value: Any) -> dict[str, Any]:

@@ -4,11 +4,13 @@ record whose gang has no pod left is let go, and deleted in time when the gang h
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from gputopo.api.fields import failure
 from gputopo.control.facts import JobKey
 from gputopo.control.gangactions import GangActions
 from gputopo.control.gangrecords import GangRecord, planned_from_records
@@ -23,6 +25,8 @@ from gputopo.placement.shapes import Shape
 from gputopo.placement.types import Placement, Request, Snapshot, Unplaceable
 
 __all__ = ["GangInput", "GangPass", "GangPlanner"]
+
+logger = logging.getLogger("gputopo.control")
 
 # Plans one gang (its ``declared.gpu_ranks``) on a snapshot.
 GangPlanner = Callable[[Snapshot, Gang], Placement | Unplaceable]
@@ -66,7 +70,9 @@ class GangPass:
             if key in busy:
                 continue
             gang = given.gangs[key]
-            done = step(gang, given.records.get(key), given.bodies, view, config, now, given.arrival_timeout)
+            done = self._step(gang, given.records.get(key), view, config, now)
+            if done is None:
+                continue
             self.steps[key] = done
             if done.wants_placement:
                 queued.append(self._queued(key, gang, done, avoid.get(key, frozenset()), now))
@@ -76,6 +82,24 @@ class GangPass:
                 if left is not None:
                     self.steps[key] = left
         return queued
+
+    def _step(
+        self, gang: Gang, record: GangRecord | None, view: ClusterView, config: Config, now: datetime
+    ) -> GangStep | None:
+        """The gang's step; a gang whose step trips a bug is refused instead, naming what failed (None, and the
+        gang left alone this pass, should even that fail): one gang never stops the pass for the others."""
+        given = self.given
+        try:
+            return step(gang, record, given.bodies, view, config, now, given.arrival_timeout)
+        except Exception as error:
+            logger.debug("stepping gang %s failed", gang.id, exc_info=True)
+            why = f"gputopo could not decide for the gang: {failure(error)}"
+            refused = replace(gang, problems=(*gang.problems, why))
+        try:
+            return step(refused, record, given.bodies, view, config, now, given.arrival_timeout)
+        except Exception:
+            logger.debug("refusing gang %s failed", gang.id, exc_info=True)
+            return None
 
     def _queued(self, key: JobKey, gang: Gang, done: GangStep, avoid: frozenset[str], now: datetime) -> QueuedJob:
         declared = gang.declared

@@ -18,6 +18,7 @@ from typing import Any, Final, TypeVar
 
 from pydantic import ValidationError
 
+from gputopo.api.fields import whole_number
 from gputopo.api.group import API_VERSION
 from gputopo.api.preemption import NominationStatus, PreemptionStatus
 from gputopo.control.facts import JobKey, as_dict, parse_time
@@ -91,10 +92,8 @@ def record_name(gang: GangId) -> str:
 
 
 def _int(value: Any, default: int = 0) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
+    found = whole_number(value)
+    return default if found is None else found
 
 
 def _rank(raw: Any) -> RankPlan | None:

@@ -32,6 +32,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
+from gputopo.api.fields import whole_number
 from gputopo.api.gpus import names_gpus
 from gputopo.api.group import API_VERSION, GPU_RESOURCE
 from gputopo.api.trainingjob import TrainingJobSpec
@@ -142,10 +143,7 @@ def workload_facts(body: Mapping[str, Any]) -> WorkloadFacts | None:
     evicted = by_type.get("Evicted") if true("Evicted") else None
     reserved = by_type.get("QuotaReserved", {})
     admission = as_dict(status.get("admission"))
-    try:
-        generation: int | None = int(as_dict(meta.get("labels")).get(LABEL_JOB_GENERATION, ""))
-    except ValueError:
-        generation = None
+    generation = whole_number(as_dict(meta.get("labels")).get(LABEL_JOB_GENERATION))
     return WorkloadFacts(
         namespace=str(meta.get("namespace") or ""),
         name=str(meta.get("name") or ""),

@@ -27,12 +27,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from gputopo.api.fields import failure
 from gputopo.control.facts import JobKey
 from gputopo.placement.types import Placement, Policy, Request, Snapshot, Unplaceable
 
-__all__ = ["NEVER_FITS", "Limits", "Outcome", "QueuedJob", "drain", "empty_cluster", "order"]
+__all__ = ["NEVER_FITS", "PLANNING_FAILED", "Limits", "Outcome", "QueuedJob", "drain", "empty_cluster", "order"]
 
 NEVER_FITS = "cannot fit even the empty cluster"
+PLANNING_FAILED = "gputopo could not plan it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,15 @@ def _without(snapshot: Snapshot, nodes: frozenset[str]) -> Snapshot:
     return snapshot
 
 
+def _plan(queued: QueuedJob, view: Snapshot, place: Policy) -> Placement | Unplaceable:
+    """The job's plan; a job whose planning trips a bug is Unplaceable, naming what failed: one job never stops
+    the queue for the others."""
+    try:
+        return queued.planner(view) if queued.planner is not None else place(view, queued.request)
+    except Exception as error:
+        return Unplaceable(f"{PLANNING_FAILED}: {failure(error)}")
+
+
 def drain(
     snapshot: Snapshot,
     jobs: Sequence[QueuedJob],
@@ -146,15 +157,16 @@ def drain(
         view = _without(own, queued.avoid_nodes) if queued.avoid_nodes else own
         start = clock() if clock else 0.0
         result = _plan(queued, view, place)
-        if isinstance(result, Unplaceable) and head is None and limits.never_fits:
-            empty = empty if empty is not None else empty_cluster(snapshot)
-            alone = _plan(queued, empty, place)
+        # A job whose planning tripped a bug neither heads its queue nor is tried on the empty cluster.
+        if isinstance(result, Unplaceable) and head is None and not result.reason.startswith(PLANNING_FAILED):
+            alone = None
+            if limits.never_fits:
+                empty = empty if empty is not None else empty_cluster(snapshot)
+                alone = _plan(queued, empty, place)
             if isinstance(alone, Unplaceable):
                 result = Unplaceable(f"{NEVER_FITS}: {alone.reason}", alone.details)
             else:
                 heads[queued.queue_name] = queued
-        elif isinstance(result, Unplaceable) and head is None:
-            heads[queued.queue_name] = queued
         spent = (clock() - start) if clock else 0.0
         if isinstance(result, Placement):
             snapshot = own.reserve(result)
@@ -163,7 +175,3 @@ def drain(
         if on_outcome is not None:
             on_outcome(outcomes[-1])
     return outcomes, snapshot
-
-
-def _plan(queued: QueuedJob, view: Snapshot, place: Policy) -> Placement | Unplaceable:
-    return queued.planner(view) if queued.planner is not None else place(view, queued.request)

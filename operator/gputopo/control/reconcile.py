@@ -240,8 +240,9 @@ class _PassState:
             pods = facts.job_pods.get(key, ())
             try:
                 result = step(job, pods, facts.view, config, now, facts.refused.get(key))
-            except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
-                # The spec is validated before it is read; this is the fence for what validation misses.
+            except Exception as error:
+                # The spec is validated before it is read; this is the fence for what validation misses: one job
+                # never stops the pass for the others.
                 result = unreadable(job, now, error, facts.view, config)
             self.steps[key] = result
             if job.status.phase not in TERMINAL:

@@ -68,6 +68,7 @@ class GangSide:
     # News that cannot change a plan: a gang's writes that changed no pod are through (None: ``poke``).
     poke_soon: Callable[[], None] | None = None
     record_retention: float = DEFAULT_RETENTION_SECONDS  # a record of a gang with no owner, once its pods are gone
+    planning_seconds: float = 1.0  # one gang's plan may take this long in a pass (``plan_gang``'s budget)
     placing: int = 0  # gangs whose new plans' writes are going out
 
     def read(
@@ -108,7 +109,8 @@ class GangSide:
                 bodies[uid] = pod
 
         def planner(snapshot: Snapshot, gang: Gang) -> Placement | Unplaceable:
-            plan = plan_gang(snapshot, gang, tiers, place, gpu_choice)
+            ends = time.perf_counter() + self.planning_seconds
+            plan = plan_gang(snapshot, gang, tiers, place, gpu_choice, lambda: time.perf_counter() > ends)
             return plan if isinstance(plan, Unplaceable) else plan.placement
 
         gangs = {JobKey(g.id.key): g for g in found.gangs}

@@ -18,6 +18,7 @@ import kopf
 from gputopo.control.quarantine import Quarantine
 from gputopo.controller.handlers import register
 from gputopo.controller.metrics import Metrics
+from gputopo.controller.readiness import Readiness
 from gputopo.controller.runtime import Runtime
 from gputopo.controller.settings import OperatorSettings
 from gputopo.controller.startup import claim_ports, startup_failure
@@ -66,7 +67,7 @@ async def _ensure_peering(settings: OperatorSettings) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     settings = settings_from_args(argv)
-    metrics = Metrics()
+    metrics = Metrics(readiness=Readiness(settings.readiness_failed_passes))
     try:
         claim_ports(settings, metrics)
         _run(settings, metrics)

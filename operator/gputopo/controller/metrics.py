@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from gputopo.api.trainingjob import JobPhase
 from gputopo.control.explain.reasons import PendingReason
 from gputopo.control.reconcile import PassResult
+from gputopo.controller.readiness import Readiness, with_readiness
 from gputopo.gangs.model import GATE
 
 __all__ = ["Metrics", "oldest_gated_age"]
@@ -19,9 +23,28 @@ __all__ = ["Metrics", "oldest_gated_age"]
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # every scrape and probe is not news
+        pass
+
+
 class Metrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    """The metrics, and the readiness ``/readyz`` answers beside ``/metrics`` (``gputopo.controller.readiness``)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, readiness: Readiness | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        self.readiness = readiness or Readiness()
+        self.pass_failures = Counter(
+            "gputopo_control_pass_failures_total",
+            "Control passes that failed (an error no single job or gang could be held to; the log has its "
+            "traceback). The operator is not ready (/readyz) after GPUTOPO_READINESS_FAILED_PASSES in a row.",
+            registry=self.registry,
+        )
+        self.failed_in_a_row = Gauge(
+            "gputopo_control_passes_failed_in_a_row",
+            "Control passes that failed since the last one that completed.",
+            registry=self.registry,
+        )
         self.placement_seconds = Histogram(
             "gputopo_placement_decision_seconds",
             "Time the placement engine took for one job's decision.",
@@ -135,9 +158,22 @@ class Metrics:
         for reason in PendingReason:
             self.pending_gangs.labels(reason=reason.value).set(counts.get(reason.value, 0))
 
+    def pass_failed(self, why: str) -> None:
+        self.pass_failures.inc()
+        self.readiness.failed(why)
+        self.failed_in_a_row.set(self.readiness.failed_in_a_row)
+
+    def pass_completed(self) -> None:
+        self.readiness.passed()
+        self.failed_in_a_row.set(0)
+
     def serve(self, port: int) -> None:
-        if port:
-            start_http_server(port, registry=self.registry)
+        """Serve ``/metrics`` and ``/readyz`` on ``port`` (0: neither), from a thread of their own."""
+        if not port:
+            return
+        app = with_readiness(make_wsgi_app(self.registry), self.readiness)
+        server = make_server("0.0.0.0", port, app, ThreadingWSGIServer, handler_class=_Quiet)
+        threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
 
 
 def _created(pod: Mapping[str, Any]) -> float | None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from gputopo.api.fields import failure
 from gputopo.control.actions import JobActions
 from gputopo.control.dra import GpuAllocation
 from gputopo.control.explain.pending import pending_by_reason
@@ -102,6 +103,7 @@ class Runtime:
                 self.settings.watches,
                 poke_soon=lambda: self.poke(urgent=False),
                 record_retention=self.settings.gang_record_retention_seconds,
+                planning_seconds=self.settings.gang_planning_seconds,
             )
 
     @property
@@ -157,9 +159,12 @@ class Runtime:
             self.urgent.clear()
             try:
                 wake_at = await self.run_once(read())
-            except Exception:  # one bad pass must not stop the loop; the next one starts afresh
+            except Exception as error:  # one bad pass must not stop the loop; the next one starts afresh
                 logger.exception("control pass failed")
+                self.metrics.pass_failed(failure(error))
                 wake_at = None
+            else:
+                self.metrics.pass_completed()
         await self.drain()
 
     async def _quiet_window(self) -> None:

@@ -79,6 +79,13 @@ class OperatorSettings(BaseSettings):
         description="A foreign gang's plan whose pods have not all been created this long after it was made is let "
         "go (JobSet, LeaderWorkerSet and MPI launchers create later pods only once the first is placed).",
     )
+    gang_planning_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="Seconds one foreign gang's plan may take in a pass (checked between the engine's calls; the "
+        "pass runs on the event loop): past it the gang is Unplaceable, saying so, and tried again the next pass.",
+    )
     gang_record_retention_seconds: float = Field(
         default=600.0,
         ge=0,
@@ -177,6 +184,13 @@ class OperatorSettings(BaseSettings):
     )
     metrics_port: int = Field(default=9090, ge=0, le=65535, description="Prometheus /metrics; 0 disables.")
     liveness_port: int = Field(default=8080, ge=0, le=65535, description="kopf liveness /healthz; 0 disables.")
+    readiness_failed_passes: int = Field(
+        default=3,
+        ge=1,
+        le=1000,
+        description="Control passes that fail in a row before /readyz (beside /metrics) says not ready; the next "
+        "pass that completes makes it ready again.",
+    )
     log_format: str = Field(default="json", pattern="^(json|plain|full)$")
 
     @field_validator(

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from gputopo.api import group
-from gputopo.api.trainingjob import IntraNode
+from gputopo.api.fields import shown, whole_number
+from gputopo.api.gangplacement import MAX_GANG_SIZE
+from gputopo.api.trainingjob import MAX_TIER, IntraNode
 from gputopo.gangs.model import Needs
 
 __all__ = [
@@ -56,18 +58,17 @@ class PodNeeds:
     problems: tuple[str, ...] = ()
 
 
-def _quoted(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def _tier(name: str, value: str, problems: list[str]) -> tuple[int | None, str | None]:
     """A tier named by index ("1") or by node label key ("topology.kubernetes.io/zone")."""
     text = value.strip()
     if text.isdigit() and text.isascii():
-        return int(text), None
+        index = whole_number(text, most=MAX_TIER)
+        if index is None:
+            problems.append(f"annotation {name}: {shown(value)} is not a tier index from 0 to {MAX_TIER}")
+        return index, None
     if text and " " not in text and not text.startswith("-"):
         return None, text
-    problems.append(f"annotation {name}: {_quoted(value)} is neither a tier index nor a node label key")
+    problems.append(f"annotation {name}: {shown(value)} is neither a tier index nor a node label key")
     return None, None
 
 
@@ -83,7 +84,7 @@ def read_needs(annotations: Mapping[str, str]) -> PodNeeds:
             intra = IntraNode(raw.strip().lower())
         except ValueError:
             allowed = "|".join(v.value for v in IntraNode)
-            problems.append(f"annotation {ANNOTATION_INTRA_NODE}: {_quoted(raw)} is not one of {allowed}")
+            problems.append(f"annotation {ANNOTATION_INTRA_NODE}: {shown(raw)} is not one of {allowed}")
 
     required_tier = preferred_tier = None
     required_label = preferred_label = None
@@ -99,7 +100,7 @@ def read_needs(annotations: Mapping[str, str]) -> PodNeeds:
             continue
         key = raw.strip()
         if not key or " " in key:
-            problems.append(f"annotation {name}: {_quoted(raw)} is not a node label key")
+            problems.append(f"annotation {name}: {shown(raw)} is not a node label key")
         elif name == KUEUE_REQUIRED_TOPOLOGY:
             required_label = required_label or key
         else:
@@ -111,22 +112,22 @@ def read_needs(annotations: Mapping[str, str]) -> PodNeeds:
         try:
             busbw = float(raw.strip())
         except ValueError:
-            problems.append(f"annotation {ANNOTATION_MIN_BUS_BANDWIDTH}: {_quoted(raw)} is not a number of GB/s")
+            problems.append(f"annotation {ANNOTATION_MIN_BUS_BANDWIDTH}: {shown(raw)} is not a number of GB/s")
         if not math.isfinite(busbw) or busbw < 0:
             if math.isfinite(busbw):
-                problems.append(f"annotation {ANNOTATION_MIN_BUS_BANDWIDTH}: {_quoted(raw)} is below 0 GB/s")
+                problems.append(f"annotation {ANNOTATION_MIN_BUS_BANDWIDTH}: {shown(raw)} is below 0 GB/s")
             else:
-                problems.append(f"annotation {ANNOTATION_MIN_BUS_BANDWIDTH}: {_quoted(raw)} is not a number of GB/s")
+                problems.append(f"annotation {ANNOTATION_MIN_BUS_BANDWIDTH}: {shown(raw)} is not a number of GB/s")
             busbw = 0.0
 
     slice_size = None
     raw = get(ANNOTATION_SLICE_SIZE)
     if raw is not None:
-        text = raw.strip()
-        if text.isascii() and text.isdigit() and int(text) >= 1:
-            slice_size = int(text)
-        else:
-            problems.append(f"annotation {ANNOTATION_SLICE_SIZE}: {_quoted(raw)} is not a whole number ≥ 1")
+        slice_size = whole_number(raw, most=MAX_GANG_SIZE) or None
+        if slice_size is None:
+            problems.append(
+                f"annotation {ANNOTATION_SLICE_SIZE}: {shown(raw)} is not a whole number from 1 to {MAX_GANG_SIZE}"
+            )
 
     evict = False
     raw = get(ANNOTATION_EVICT_BARE_PODS)
@@ -135,7 +136,7 @@ def read_needs(annotations: Mapping[str, str]) -> PodNeeds:
         if text in ("true", "false"):
             evict = text == "true"
         else:
-            problems.append(f"annotation {ANNOTATION_EVICT_BARE_PODS}: {_quoted(raw)} is not true or false")
+            problems.append(f"annotation {ANNOTATION_EVICT_BARE_PODS}: {shown(raw)} is not true or false")
 
     needs = Needs(
         intra_node=intra,

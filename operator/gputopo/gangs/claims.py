@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from gputopo.api.fields import shown, whole_number
 from gputopo.api.gangplacement import MAX_GANG_SIZE
 from gputopo.api.gpus import GpuCountError, pod_gpus
 from gputopo.api.group import DRA_DEVICE_CLASS
@@ -120,16 +121,9 @@ def gates_of(pod: Raw) -> tuple[str, ...]:
 
 
 def as_int(value: object) -> int | None:
-    """A whole number ≥ 0 from an int or a decimal string; None for anything else."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, str):
-        stripped = value.strip()
-        if stripped.isascii() and stripped.isdigit():
-            return int(stripped)
-    return None
+    """A whole number ≥ 0 from an int or a string of at most ``MAX_DIGITS`` ASCII digits; None for anything else
+    (``gputopo.api.fields.whole_number``: a 5,000-digit label is a bad value, not an exception)."""
+    return whole_number(value)
 
 
 def controller_of(obj: Raw) -> Raw:
@@ -171,7 +165,7 @@ def claim_template_gpus(body: Raw, device_class: str = DRA_DEVICE_CLASS) -> int 
         count = exactly.get("count", 1)
         found = as_int(count)
         if found is None:
-            return f"request {name}: count {count!r} is not a whole number"
+            return f"request {shown(name)}: count {shown(count)} is not a whole number"
         total += found
     return total
 
@@ -250,12 +244,12 @@ def group_size(raw: str | None, where: str, problems: list[str]) -> int | None:
     problem said."""
     size = as_int(raw)
     if size is not None and size > MAX_GANG_SIZE:
-        problems.append(f'{where}: "{raw}" is more pods than a gang may hold ({MAX_GANG_SIZE})')
+        problems.append(f"{where}: {shown(raw)} is more pods than a gang may hold ({MAX_GANG_SIZE})")
         return None
     if size is not None and size >= 1:
         return size
-    shown = "missing" if raw is None else f'"{raw}" is not a whole number ≥ 1'
-    problems.append(f"{where}: {shown}")
+    what = "missing" if raw is None else f"{shown(raw)} is not a whole number from 1 to {MAX_GANG_SIZE}"
+    problems.append(f"{where}: {what}")
     return None
 
 

@@ -10,12 +10,19 @@ shapes (``preemptor_shapes``) the same way in the domain it clears.
 The parts of an exclusive topology (a JobSet's child Jobs) each take a domain of the label no other part uses; the
 preemption search clears one such domain per part (``plan_exclusive_preemption``).
 Ranks that ask for no GPU are not planned: nothing holds them, their gate is just lifted.
+
+Planning one gang has a time budget (``out_of_time``, the caller's clock): a gang of many units or exclusive parts
+places each unit in turn (each part tried in every free domain of its label), and one declared by a single pod
+must not hold the operator's event loop. The budget is checked between the engine's calls; past it the gang is
+Unplaceable this pass, saying so, and the next pass tries again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from gputopo.errors import GputopoError
 from gputopo.gangs.model import NO_CONSTRAINTS, Declared, Gang, GangId, Needs
 from gputopo.placement.shapes import Shape, combine, following, ranked
 from gputopo.placement.template import PodConstraints
@@ -31,7 +38,17 @@ from gputopo.placement.types import (
     plural,
 )
 
-__all__ = ["GangPlan", "Tiers", "Unit", "plan_gang", "preemptor_shapes", "resolve", "units"]
+__all__ = ["GangPlan", "OutOfTime", "Tiers", "Unit", "plan_gang", "preemptor_shapes", "resolve", "units"]
+
+OutOfTime = Callable[[], bool]  # whether the gang's planning budget is spent
+
+
+def _never() -> bool:
+    return False
+
+
+class _BudgetSpentError(GputopoError):
+    """The gang's planning budget is spent (caught in ``plan_gang``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,13 +158,15 @@ def _constraints(gang: Gang, unit: Unit) -> PodConstraints:
 
 
 def _in_own_domain(
-    snapshot: Snapshot, request: Request, label: str, used: set[str], place: Policy
+    snapshot: Snapshot, request: Request, label: str, used: set[str], place: Policy, out_of_time: OutOfTime = _never
 ) -> tuple[str, Placement] | Unplaceable:
     """The best placement inside one domain of ``label`` that no other part of the gang uses."""
     values = sorted({n.labels[label] for n in snapshot if label in n.labels} - used)
     best: tuple[str, Placement] | None = None
     first: Unplaceable | None = None
     for value in values:
+        if out_of_time():
+            raise _BudgetSpentError
         found = place(snapshot, replace(request, node_selector={**request.node_selector, label: value}))
         if isinstance(found, Unplaceable):
             first = first or found
@@ -193,15 +212,18 @@ def _place_units(
     resolved: Tiers,
     place: Policy,
     gpu_choice: GpuChoice,
+    out_of_time: OutOfTime = _never,
 ) -> list[tuple[Unit, Placement]] | Unplaceable:
     exclusive = gang.needs.exclusive_label
     current = snapshot
     placed: list[tuple[Unit, Placement]] = []
     used: set[str] = set()
     for unit in planned:
+        if out_of_time():
+            raise _BudgetSpentError
         request = following(_request(gang, unit, resolved, gpu_choice), [p for _, p in placed])
         if exclusive is not None and unit.part:
-            found = _in_own_domain(current, request, exclusive, used, place)
+            found = _in_own_domain(current, request, exclusive, used, place, out_of_time)
             if isinstance(found, Unplaceable):
                 return Unplaceable(f"{unit}: {found.reason}", found.details)
             domain, result = found
@@ -251,9 +273,30 @@ def preemptor_shapes(
 
 
 def plan_gang(
-    snapshot: Snapshot, gang: Gang, tiers: TierConfig, place: Policy, gpu_choice: GpuChoice = GpuChoice.PLANNED
+    snapshot: Snapshot,
+    gang: Gang,
+    tiers: TierConfig,
+    place: Policy,
+    gpu_choice: GpuChoice = GpuChoice.PLANNED,
+    out_of_time: OutOfTime = _never,
 ) -> GangPlan | Unplaceable:
-    """Place every GPU rank the gang declares, or none; the refusal names the unit that did not fit."""
+    """Place every GPU rank the gang declares, or none; the refusal names the unit that did not fit. Past its
+    budget (``out_of_time``, checked between the engine's calls) the gang is Unplaceable, saying so."""
+    try:
+        return _plan_gang(snapshot, gang, tiers, place, gpu_choice, out_of_time)
+    except _BudgetSpentError:
+        declared = gang.declared
+        assert declared is not None
+        planned = units(declared, gang.needs.exclusive_label is not None)
+        return Unplaceable(
+            f"planning its {plural(len(declared.gpu_ranks), 'GPU rank')} ({plural(len(planned), 'request')}) took "
+            "longer than one gang may take in a pass: it is tried again in the next"
+        )
+
+
+def _plan_gang(
+    snapshot: Snapshot, gang: Gang, tiers: TierConfig, place: Policy, gpu_choice: GpuChoice, out_of_time: OutOfTime
+) -> GangPlan | Unplaceable:
     if gang.problems:
         return Unplaceable(gang.problems[0], gang.problems[1:])
     if gang.declared is None:
@@ -263,14 +306,16 @@ def plan_gang(
         return Unplaceable(resolved[0], resolved[1:])
     planned = units(gang.declared, gang.needs.exclusive_label is not None)
     if resolved.required is None or len(planned) < 2:
-        placed = _place_units(snapshot, gang, planned, resolved, place, gpu_choice)
+        placed = _place_units(snapshot, gang, planned, resolved, place, gpu_choice, out_of_time)
         return placed if isinstance(placed, Unplaceable) else _combined(snapshot, gang.id, placed)
     # Several units under a required tier: the whole gang in one domain of it, the best domain that holds it.
     total = sum(len(u.ranks) * u.gpus for u in planned)
     best: list[tuple[Unit, Placement]] | None = None
     refusal: Unplaceable | None = None
     for part in _domain_parts(snapshot, resolved.required, total):
-        found = _place_units(part, gang, planned, resolved, place, gpu_choice)
+        if best is not None and out_of_time():
+            break  # the best domain so far will do
+        found = _place_units(part, gang, planned, resolved, place, gpu_choice, out_of_time)
         if isinstance(found, Unplaceable):
             refusal = refusal or found
         elif best is None or min(p.busbw_gbps for _, p in found) > min(p.busbw_gbps for _, p in best):

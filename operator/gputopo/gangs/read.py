@@ -9,11 +9,13 @@ for nothing). Nothing here raises on odd data: it is skipped or becomes a proble
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from gputopo.api.fields import failure, shown
 from gputopo.api.group import ANNOTATION_GPUS, ANNOTATION_PLACEMENT_GENERATION, LABEL_JOB
 from gputopo.api.trainingjob import IntraNode
 from gputopo.gangs.annotations import ANNOTATION_GANG
@@ -38,6 +40,8 @@ from gputopo.gangs.unbound import refusal
 from gputopo.placement.template import TemplateError, pod_constraints
 
 __all__ = ["GangsRead", "MemberMemo", "Refusal", "claim_pod", "is_bystander", "is_member", "read_gangs"]
+
+logger = logging.getLogger("gputopo.gangs")
 
 # How each explicit source's declaration is named in a refusal.
 _DECLARED_BY = {
@@ -170,7 +174,8 @@ def _member(pod: Raw, rank: int, problems: list[str], owners: Owners) -> Member:
         constraints = NO_CONSTRAINTS
     planned = _gpu_list(annotations.get(ANNOTATION_GPUS))
     if planned is None and ANNOTATION_GPUS in annotations:
-        problems.append(f'pod {name}: annotation {ANNOTATION_GPUS}: "{annotations[ANNOTATION_GPUS]}" is not a GPU list')
+        given = shown(annotations[ANNOTATION_GPUS])
+        problems.append(f"pod {name}: annotation {ANNOTATION_GPUS}: {given} is not a GPU list")
     return Member(
         pod=name,
         uid=text(meta.get("uid")),
@@ -246,28 +251,64 @@ def read_gangs(
             if isinstance(pod, Mapping) and is_bystander(pod):
                 bystanders.append(pod)
             continue
-        found = claim_pod(pod, owners) if claims is None else claims.claim(pod, owners, claim_pod)
+        found = _fenced_claim(pod, owners) if claims is None else claims.claim(pod, owners, _fenced_claim)
         if isinstance(found, Refusal):
             refused.append(found)
-            for _, read in EXPLICIT:
-                named = read(pod, owners)
-                if named is not None:
-                    told.setdefault(named.gang, []).append(f"pod {found.pod} is refused: {found.reason}")
+            for named in _named(pod, owners):
+                told.setdefault(named, []).append(f"pod {found.pod} is refused: {found.reason}")
         elif found is not None:
             by_gang.setdefault(found.gang, []).append(_Claimed(pod, found))
         else:
             name = text(mapping(pod.get("metadata")).get("name"))
             unclaimed.append(Refusal(namespace_of(pod), name, _UNCLAIMED))
     for pod in bystanders:
-        found = claim_pod(pod, owners) if claims is None else claims.claim(pod, owners, claim_pod)
+        found = _fenced_claim(pod, owners) if claims is None else claims.claim(pod, owners, _fenced_claim)
         if isinstance(found, Claim) and found.gang in by_gang:
             by_gang[found.gang].append(_Claimed(pod, found))
-    gangs = tuple(_gang(gang, claimed, told.get(gang, []), owners, memo) for gang, claimed in sorted(by_gang.items()))
+    gangs = tuple(
+        _fenced_gang(gang, claimed, told.get(gang, []), owners, memo) for gang, claimed in sorted(by_gang.items())
+    )
     if memo is not None:
         memo.done()
     if claims is not None:
         claims.done()
     return GangsRead(gangs, tuple(refused), tuple(unclaimed))
+
+
+def _fenced_claim(pod: Raw, owners: Owners) -> Claim | Refusal | None:
+    """``claim_pod``, but a pod whose reading trips a bug is refused, naming what failed: one pod never stops the
+    read of the others."""
+    try:
+        return claim_pod(pod, owners)
+    except Exception as error:
+        meta = mapping(pod.get("metadata"))
+        logger.debug("reading pod %s/%s failed", namespace_of(pod), text(meta.get("name")), exc_info=True)
+        return Refusal(namespace_of(pod), text(meta.get("name")), f"gputopo could not read the pod: {failure(error)}")
+
+
+def _named(pod: Raw, owners: Owners) -> list[GangId]:
+    """The gangs a refused pod's explicit declarations name (a declaration that cannot be read names none)."""
+    named = []
+    for _, read in EXPLICIT:
+        try:
+            found = read(pod, owners)
+        except Exception:
+            continue
+        if found is not None:
+            named.append(found.gang)
+    return named
+
+
+def _fenced_gang(
+    gang: GangId, claimed: list[_Claimed], told: list[str], owners: Owners, memo: MemberMemo | None
+) -> Gang:
+    """``_gang``, but a gang whose reading trips a bug is refused (its problem names what failed), with no
+    members: one gang never stops the read of the others."""
+    try:
+        return _gang(gang, claimed, told, owners, memo)
+    except Exception as error:
+        logger.debug("reading gang %s failed", gang, exc_info=True)
+        return Gang(gang, None, problems=(f"gputopo could not read the gang: {failure(error)}",))
 
 
 def _unique(lines: Iterable[str]) -> tuple[str, ...]:

@@ -254,7 +254,7 @@ REFUSED = [
     ("larger-than-the-cluster", [indexed_job(5, 8)], (), "the gang asks for 40 GPUs, the cluster has 32 in all"),
     ("no-gpus", [indexed_job(2, 0)], (), "no rank asks for GPUs"),
     ("unknown-replica-type", [_with(pytorchjob(0, 2, 8), ("spec", "pytorchReplicaSpecs", "Chief"), {"replicas": 1})],
-     (), "replica type 'chief' is not Master or Worker"),
+     (), 'replica type "chief" is not Master or Worker'),
     ("gpus-as-text", [_with(lws(2, None, 8), ("spec", "leaderWorkerTemplate", "workerTemplate", "spec", "containers",
                                               0, "resources", "limits", "nvidia.com/gpu"), "eight")], (), "eight"),
     ("no-name", [_with(jobset(("w", 1, 2, 8)), ("metadata",), {})], (), "metadata.name: a JobSet needs a name"),

@@ -118,7 +118,7 @@ def test_a_failed_pod_that_its_job_keeps_gives_way_to_the_next() -> None:
 
 def test_a_gpu_count_that_is_not_whole_is_a_problem() -> None:
     (gang,) = read_gangs([_contract("p").gpus("1.5").build()], Owners()).gangs
-    assert any("'1.5' is not a whole number of GPUs" in p for p in gang.problems)
+    assert any('"1.5" is not a whole number of GPUs' in p for p in gang.problems)
 
 
 def test_a_memo_reads_again_only_the_pods_whose_body_changed() -> None:
@@ -130,7 +130,7 @@ def test_a_memo_reads_again_only_the_pods_whose_body_changed() -> None:
     (again,) = read_gangs([first, second], groups, memo).gangs
     assert again == before == read_gangs([first, second], groups).gangs[0]
     assert all(a is b for a, b in zip(again.members, before.members, strict=True))
-    assert any("'1.5' is not a whole number of GPUs" in p for p in again.problems)  # kept with the member
+    assert any('"1.5" is not a whole number of GPUs' in p for p in again.problems)  # kept with the member
 
     running = {**first, "status": {"phase": "Running"}}  # the watch's new body for a changed pod
     (after,) = read_gangs([running, second], groups, memo).gangs
@@ -148,7 +148,8 @@ GARBAGE = {
                            'annotation gputopo.io/min-bus-bandwidth: "inf" is not a number of GB/s'),
     "intra-node": ("gputopo.io/intra-node", "pcie", 'annotation gputopo.io/intra-node: "pcie" is not one of '
                    "nvswitch|nvlink|any"),
-    "slice size": ("gputopo.io/slice-size", "0", 'annotation gputopo.io/slice-size: "0" is not a whole number ≥ 1'),
+    "slice size": ("gputopo.io/slice-size", "0",
+                   'annotation gputopo.io/slice-size: "0" is not a whole number from 1 to 8192'),
     "evict": ("gputopo.io/evict-bare-pods", "maybe",
               'annotation gputopo.io/evict-bare-pods: "maybe" is not true or false'),
     "tier": ("gputopo.io/required-tier", "rack 2",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from gputopo.api.fields import shown
 from gputopo.api.group import LABEL_RANK
 from gputopo.gangs.annotations import ANNOTATION_GPUS_PER_RANK, read_needs
 from gputopo.gangs.claims import (
@@ -37,11 +38,11 @@ def _shape(raw: str, size: int, problems: list[str]) -> tuple[int, ...] | None:
     parts = [p.strip() for p in raw.split(",")]
     counts = [as_int(p) for p in parts]
     if any(c is None for c in counts):
-        problems.append(f'annotation {ANNOTATION_GPUS_PER_RANK}: "{raw}" is not a comma list of GPU counts')
+        problems.append(f"annotation {ANNOTATION_GPUS_PER_RANK}: {shown(raw)} is not a comma list of GPU counts")
         return None
     if len(counts) != size:
         problems.append(
-            f'annotation {ANNOTATION_GPUS_PER_RANK}: "{raw}" names {len(counts)} ranks, the gang has {size}'
+            f"annotation {ANNOTATION_GPUS_PER_RANK}: {shown(raw)} names {len(counts)} ranks, the gang has {size}"
         )
         return None
     return tuple(c for c in counts if c is not None)
@@ -58,7 +59,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
     raw_rank = labels.get(LABEL_RANK)
     rank = as_int(raw_rank) if raw_rank is not None else completion_index(pod)
     if raw_rank is not None and rank is None:
-        problems.append(f'label {LABEL_RANK}: "{raw_rank}" is not a rank (a whole number ≥ 0)')
+        problems.append(f"label {LABEL_RANK}: {shown(raw_rank)} is not a rank (a whole number ≥ 0)")
     size = group_size(labels.get(LABEL_GANG_SIZE), f"label {LABEL_GANG_SIZE}", problems)
     declared = None
     if size:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Final
 
+from gputopo.api.fields import shown
 from gputopo.gangs.annotations import read_needs
 from gputopo.gangs.claims import (
     Claim,
@@ -97,7 +98,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
         owner = replace(owner, uid=text(mapping(job.get("metadata")).get("uid")) or owner.uid)
         specs = _specs(job)
         for unknown in sorted(set(specs) - set(_ORDER)):
-            problems.append(f"PyTorchJob {namespace}/{name}: replica type {unknown!r} is not Master or Worker")
+            problems.append(f"PyTorchJob {namespace}/{name}: replica type {shown(unknown)} is not Master or Worker")
         shape: list[int] = []
         roles: list[str] = []
         for rt in _ORDER:
@@ -124,7 +125,7 @@ def claim(pod: Raw, owners: Owners) -> Claim | None:
             declared = Declared(size, (own_gpus(pod, problems, owners),) * size)
             uniform = True
     if rank is None:
-        problems.append(f"pod of PyTorchJob {name}: replica type {rtype!r}, index {index} do not name a rank")
+        problems.append(f"pod of PyTorchJob {name}: replica type {shown(rtype)}, index {index} do not name a rank")
     return Claim(
         GangId(namespace, SOURCE, name),
         rank,
