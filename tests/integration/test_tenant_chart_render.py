@@ -142,3 +142,30 @@ def test_tenant_roles_aggregate_into_edit_and_view_without_status() -> None:
         ("gputopo.io", "gangplacements"): read,
     }
     assert granted(view) == {("gputopo.io", "trainingjobs"): read, ("gputopo.io", "gangplacements"): read}
+
+
+BREAK_GLASS = [
+    ("default", (), '["system:masters"]'),
+    ("kubeadm", ("--set", "operator.admissionPolicies.breakGlassGroups={system:masters,kubeadm:cluster-admins}"),
+     '["system:masters","kubeadm:cluster-admins"]'),
+    ("none", ("--set", "operator.admissionPolicies.breakGlassGroups=null"), None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "values", "groups"), BREAK_GLASS, ids=[c[0] for c in BREAK_GLASS])
+def test_break_glass_groups_pass_the_state_policy_only(case: str, values: tuple[str, ...], groups: str | None) -> None:
+    docs = render(*values)
+    state = {
+        c["name"]: c["expression"] for c in find(docs, "ValidatingAdmissionPolicy", STATE)["spec"]["matchConditions"]
+    }
+    if groups is None:
+        assert "not-breaking-glass" not in state, case
+    else:
+        assert f"request.userInfo.groups.exists(g, g in {groups})" in state["not-breaking-glass"], case
+    assert "groups" not in _expressions(find(docs, "ValidatingAdmissionPolicy", LIMITS))
+
+
+def test_a_break_glass_group_that_would_break_the_expression_is_refused() -> None:
+    out = helm("template", RELEASE, str(CHART), "-n", NS, "--set", 'operator.admissionPolicies.breakGlassGroups={a"b}')
+    assert out.returncode != 0
+    assert "/operator/admissionPolicies/breakGlassGroups/0" in out.stderr, out.stderr
