@@ -11,6 +11,7 @@ from gang_builders import Body, job, job_pod, jobset, jobset_pods, lws, lws_pod,
 from gputopo.gangs.claims import Owners
 from gputopo.gangs.model import Declared, Gang, GangId
 from gputopo.gangs.read import read_gangs
+from gputopo.gangs.sources.podgroup import user_group
 
 NS = "team-a"
 
@@ -297,3 +298,25 @@ def test_an_mpijob_launcher_seen_before_all_workers_moves_no_gpu_rank() -> None:
     assert early.missing() == (1,)
     later = _one([launcher, first, second], owners)
     assert [(m.pod, m.rank) for m in later.members] == [("mpi-worker-0", 0), ("mpi-worker-1", 1), ("mpi-launcher", 2)]
+
+
+def _pod_naming(owner_kind: str, owner: str, group: str) -> dict[str, object]:
+    ref = {"apiVersion": "batch/v1", "kind": owner_kind, "name": owner, "uid": "u-1", "controller": True}
+    return {"metadata": {"ownerReferences": [ref]}, "spec": {"schedulingGroup": {"podGroupName": group}}}
+
+
+@pytest.mark.parametrize(
+    ("owner_kind", "owner", "group", "user_written"),
+    [
+        # As the 1.37.2 Job controller names the group of a Job with no spec.scheduling (read off the sandbox).
+        ("Job", "plain", "plain-7f974bd565-plain-pgt-0-6cfb5d9774", False),
+        ("Job", "pair-launcher", "pair", True),
+        ("Job", "train", "train-group", True),
+        ("MPIJob", "m", "m-7f974bd565-launcher", True),
+    ],
+    ids=["job-controllers-group", "launcher-job-in-users-group", "group-named-after-its-job", "not-a-job"],
+)
+def test_only_a_group_its_user_wrote_keeps_an_ungated_pod(
+    owner_kind: str, owner: str, group: str, user_written: bool
+) -> None:
+    assert bool(user_group(_pod_naming(owner_kind, owner, group))) is user_written

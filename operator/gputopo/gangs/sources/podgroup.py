@@ -19,6 +19,7 @@ GPUs of the owners whose size is not known (bare pods, an MPIJob's workers), oth
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
@@ -53,6 +54,9 @@ __all__ = ["SOURCE", "Arranged", "arrange", "claim", "group_name", "user_group"]
 
 SOURCE: Final = "podgroup"
 
+# What follows a Job's name in the PodGroup its controller makes for it: "-<hash of its Workload>-".
+_MADE_FOR_JOB: Final = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{5,10}-")
+
 
 def group_name(pod: Raw) -> str:
     """The PodGroup the pod names; '' when it names none."""
@@ -61,12 +65,18 @@ def group_name(pod: Raw) -> str:
 
 def user_group(pod: Raw) -> str:
     """The PodGroup the pod names when its user wrote the name (in the pod or its owner's template); '' when it names
-    none, or one its Job's controller made for the Job (the pod then has an ownerReference to that PodGroup): that
-    Job's template declares the gang whole, and with ``WorkloadWithJob`` every Job's pods name such a group."""
+    none, or one its Job's controller made for the Job: that Job's template declares the gang whole, and with
+    ``WorkloadWithJob`` every Job's pods name such a group. The Job controller (1.37) owns that group, not the pod, and
+    names it after the Job's Workload, ``<job>-<hash>-...``, the hash in ``rand.SafeEncodeString``'s letters
+    (``_MADE_FOR_JOB``); a pod owned by an object of another kind, or naming a group of another name, names its
+    user's."""
     name = group_name(pod)
     refs = mapping(pod.get("metadata")).get("ownerReferences")
-    made = any(mapping(r).get("kind") == "PodGroup" for r in (refs if isinstance(refs, list) else ()))
-    return "" if made else name
+    if any(mapping(r).get("kind") == "PodGroup" for r in (refs if isinstance(refs, list) else ())):
+        return ""
+    owner = owner_ref(controller_of(pod))
+    made_for_job = owner is not None and owner.kind == "Job" and name.startswith(owner.name)
+    return "" if made_for_job and owner is not None and _MADE_FOR_JOB.match(name, len(owner.name)) else name
 
 
 def _disruption(spec: Raw) -> DisruptionMode:
