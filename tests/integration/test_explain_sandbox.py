@@ -65,7 +65,7 @@ def test_topology_placement_failed_names_the_closest_leaves_and_preemption(sandb
     text = _text(sandbox, "tj/huge")
     print(f"$ kubectl gputopo explain tj/huge -n {NS}\n{text}")
     assert text.startswith(f"TrainingJob {NS}/huge: Pending\nPending because (first to fix first):\n")
-    assert "  1. TopologyPlacementFailed: needs 12 nodes with 8 free" in text
+    assert "  1. TopologyPlacementFailed: cannot fit even the empty cluster: needs 12 nodes with 8 free" in text
     assert "Closest domains:\n" in text and doc["shortfall"][0]["words"] in text
     assert "Preemption: none would help" in text
 
