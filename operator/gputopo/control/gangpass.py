@@ -124,6 +124,7 @@ class GangPass:
             Request(workers=len(wanted), gpus_per_worker=widest, name=str(gang.id)),
             avoid | done.avoid_nodes,
             planner=lambda snapshot: planner(snapshot, part),
+            uid=gang.owner.uid if gang.owner is not None else min((m.uid for m in gang.members), default=""),
         )
 
     def held(self) -> list[PlannedGang]:
