@@ -434,7 +434,8 @@ class PreemptionPass:
         status = nomination_status(plan, self.now)
         chosen = frozenset(status.victims)
         names = ", ".join(self.named(victim_key(v), key[0]) for v in status.victims)
-        status = status.model_copy(update={"victims": [self.written(victim_key(v), key[0]) for v in status.victims]})
+        written = dict.fromkeys(self.written(victim_key(v), key[0]) for v in status.victims)  # a set on the API
+        status = status.model_copy(update={"victims": list(written)})
         message = (
             f"preempting {len(plan.victims)} lower-priority {'gang' if len(plan.victims) == 1 else 'gangs'} "
             f"({names}) to clear {plan.domain.name}: estimated bus bandwidth {plan.placement.busbw_gbps:.1f} GB/s "
