@@ -82,6 +82,7 @@ def test_every_operator_setting_the_chart_writes_is_one_the_operator_reads(monke
     values = (
         *("--set", "operator.config.placementsPerPass=16", "--set", "gangs.recordRetentionSeconds=45"),
         *("--set", "operator.config.readinessFailedPasses=5", "--set", "gangs.planningSeconds=2"),
+        *("--set", "gangs.phantomHeadroomRanks=3"),
     )
     data = find(render(*values), "ConfigMap", OPERATOR)["data"]
     known = {f"GPUTOPO_{name.upper()}" for name in OperatorSettings.model_fields}
@@ -92,6 +93,7 @@ def test_every_operator_setting_the_chart_writes_is_one_the_operator_reads(monke
     assert settings.placements_per_pass == 16 and settings.api_concurrency == 64
     assert settings.gang_record_retention_seconds == 45
     assert settings.readiness_failed_passes == 5 and settings.gang_planning_seconds == 2
+    assert settings.gang_phantom_headroom_ranks == 3
 
 
 def _operator_rules(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -45,6 +45,7 @@ def operator(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -
     log_file = tmp_path_factory.mktemp("gangs") / "operator.log"
     settings = {
         "GPUTOPO_GANG_ARRIVAL_TIMEOUT_SECONDS": "12",
+        "GPUTOPO_GANG_PHANTOM_HEADROOM_RANKS": "64",  # bare pods' gangs planned before all their pods exist
         "GPUTOPO_GANG_RECORD_RETENTION_SECONDS": str(RETENTION),
         "GPUTOPO_QUARANTINE_SECONDS": "30",
         "GPUTOPO_UNSCHEDULABLE_TIMEOUT_SECONDS": "20",

@@ -64,7 +64,8 @@ class NominationStatus(StatusModel):
         max_length=MAX_NAMED,
         description=(
             "The gangs preempted for it: '<namespace>/<name>' for a TrainingJob, "
-            "'<namespace>/<source>/<name>' for a gang gputopo places without owning it."
+            "'<namespace>/<source>/<name>' for a gang gputopo places without owning it; 'uid:<UID>' for one of "
+            "another namespace."
         ),
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
@@ -80,6 +81,6 @@ class PreemptionStatus(StatusModel):
     preempted_by: list[Annotated[str, Field(max_length=600)]] = Field(
         default_factory=list,
         max_length=MAX_NAMED,
-        description="The gangs that preempted it, most recent last.",
+        description="The gangs that preempted it, most recent last ('uid:<UID>' for one of another namespace).",
         json_schema_extra={"x-kubernetes-list-type": "atomic"},
     )

@@ -18,6 +18,7 @@ from gputopo.control.gangretention import DEFAULT_RETENTION_SECONDS, gone
 from gputopo.control.gangstep import GangStep, settle, step
 from gputopo.control.ledger import PlannedGang
 from gputopo.control.lifecycle import Config
+from gputopo.control.phantoms import phantom_wait
 from gputopo.control.queue import QueuedJob
 from gputopo.control.view import ClusterView
 from gputopo.gangs.model import Gang
@@ -45,6 +46,11 @@ class GangInput:
     arrival_timeout: float = 300.0
     requester: Callable[[Gang], tuple[Shape, ...] | None] | None = None  # the gang's requests, to preempt for it
     record_retention: float = DEFAULT_RETENTION_SECONDS
+    # Each namespace's room for more GPUs under its ResourceQuotas (absent: no quota on GPUs), and how many ranks
+    # with no pod a gang of bare pods may be planned for where there is none (``phantoms``; None: no cap; the
+    # operator passes its setting, 0 by default).
+    quota_room: Mapping[str, int] = field(default_factory=dict)
+    headroom: int | None = None
 
 
 @dataclass
@@ -90,7 +96,8 @@ class GangPass:
         gang left alone this pass, should even that fail): one gang never stops the pass for the others."""
         given = self.given
         try:
-            return step(gang, record, given.bodies, view, config, now, given.arrival_timeout)
+            wait = phantom_wait(gang, given.quota_room, given.headroom)
+            return step(gang, record, given.bodies, view, config, now, given.arrival_timeout, wait)
         except Exception as error:
             logger.debug("stepping gang %s failed", gang.id, exc_info=True)
             why = f"gputopo could not decide for the gang: {failure(error)}"
@@ -117,6 +124,7 @@ class GangPass:
             Request(workers=len(wanted), gpus_per_worker=widest, name=str(gang.id)),
             avoid | done.avoid_nodes,
             planner=lambda snapshot: planner(snapshot, part),
+            uid=gang.owner.uid if gang.owner is not None else min((m.uid for m in gang.members), default=""),
         )
 
     def held(self) -> list[PlannedGang]:

@@ -162,13 +162,14 @@ def step(
     config: Config,
     now: datetime,
     arrival_timeout: float,
+    wait: str | None = None,  # why it may not be planned yet (``phantoms``): it stays Pending, saying so
 ) -> GangStep:
     """What to do for ``gang`` now; ``bodies`` are its pods' bodies by uid (a patch is built from the pod). A pod of
     the gang exists, so a record stamped when none was left (``gangretention``) loses the stamp: it is kept."""
     key = JobKey(gang.id.key)
     before = replace(record, pods_gone_at=None) if record is not None else GangRecord(key, record_name(gang.id))
     actions = GangActions(key, gang.id.namespace, before.name, record=record_body(gang) if record is None else None)
-    result = _decide(gang, before, bodies, view, config, now, arrival_timeout, actions)
+    result = _decide(gang, before, bodies, view, config, now, (arrival_timeout, wait), actions)
     result.pin = pinner(view, config, now)  # for ``settle``
     plain = _with_pods(result.record, gang)
     result.record, news = with_disagreements(gang, before, plain)
@@ -188,12 +189,11 @@ def _decide(
     view: ClusterView,
     config: Config,
     now: datetime,
-    arrival_timeout: float,
+    timeout_wait: tuple[float, str | None],
     actions: GangActions,
 ) -> GangStep:
-    pin = pinner(view, config, now)
-    kueue = _left_to_kueue(gang, rec, bodies, actions)
-    if kueue is not None:
+    (arrival_timeout, wait), pin = timeout_wait, pinner(view, config, now)
+    if (kueue := _left_to_kueue(gang, rec, bodies, actions)) is not None:
         return kueue
     if gang.problems:
         message = "; ".join(gang.problems)
@@ -219,16 +219,16 @@ def _decide(
         if rec.phase in (Phase.RESTARTING, Phase.RELEASED, Phase.PREEMPTED):
             return GangStep(actions, rec)  # evicted (their owner makes them again), or ended
         return GangStep(actions, replace(rec, phase=Phase.PENDING, message="no pod of the gang exists", missing=()))
-    stay = _evict_again(gang, rec, actions)
-    if stay is not None:
+    if (stay := _evict_again(gang, rec, actions)) is not None:
         return stay
     if rec.phase == Phase.RELEASED and rec.released_with == len(live):
         return GangStep(actions, rec)  # the same pods as when the plan was let go: wait for the rest
-    held = sorted({g for m in live.values() for g in m.held_elsewhere})
-    if held:
+    if held := sorted({g for m in live.values() for g in m.held_elsewhere}):
         why = f"waiting for {', '.join(held)} to be removed before planning"
         return GangStep(actions, replace(rec, phase=Phase.PENDING, message=why))
     _steer(gang, rec, bodies, pin, actions)  # 0-GPU ranks go at once
+    if wait is not None:
+        return GangStep(actions, replace(rec, phase=Phase.PENDING, message=wait, missing=gang.missing()))
     return GangStep(actions, rec, wants_ranks=declared.gpu_ranks)
 
 

@@ -27,7 +27,7 @@ protects it (``gputopo.io/preemptible: "false"``) is never a victim.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -181,6 +181,26 @@ class PreemptionPass:
             return gang_name(key)
         return f"a gang of another namespace (UID {self._uid(key) or 'unknown'})"
 
+    def written(self, key: JobKey, reader: str) -> str:
+        """How a list written into an object of namespace ``reader`` (a nomination's victims, a victim's
+        ``preemptedBy``) names the gang ``key``: ``<namespace>/<name>`` in its own namespace, ``uid:<UID>`` in
+        another's. The operator's memory keeps the names; ``known`` reads such a list back into them."""
+        return gang_name(key) if key[0] == reader else f"uid:{self._uid(key) or 'unknown'}"
+
+    def known(self, entries: Iterable[str], among: Iterable[str], reader: str) -> dict[str, str]:
+        """The names (of ``among``) the ``entries`` of a list written into namespace ``reader`` stand for."""
+        forms = {form: name for name in among for form in (name, self.written(victim_key(name), reader))}
+        return {entry: forms[entry] for entry in entries if entry in forms}
+
+    def _by_name(self, by: frozenset[str]) -> frozenset[str]:
+        """A ``preemptedBy`` list as names: an entry ``uid:<UID>`` (a gang of another namespace) is the name of the
+        job or gang with that UID now (kept as written when none has it)."""
+        if not any(b.startswith("uid:") for b in by):
+            return by
+        keys = [*self.jobs, *(self.gangs.given.gangs if self.gangs is not None else ())]
+        names = {f"uid:{uid}": gang_name(k) for k in keys if (uid := self._uid(k))}
+        return frozenset(names.get(b, b) for b in by)
+
     def _uid(self, key: JobKey) -> str:
         """A TrainingJob's UID; a foreign gang's GangPlacement's, else its owner's, else its first pod's."""
         if key in self.jobs:
@@ -205,11 +225,12 @@ class PreemptionPass:
             if status is None or mine is None:
                 continue
             chosen = self.trusted.get(key)
-            if chosen is None or any(name not in chosen for name in status.victims):
+            names = self.known(status.victims, chosen or (), key[0])
+            if chosen is None or len(names) < len(status.victims):
                 self._clear(key, "the nomination is not one this operator decided: it is decided again")
                 continue
-            for name in status.victims:
-                self._end(victim_key(name), key, mine.value, status.domain)
+            for entry in status.victims:
+                self._end(victim_key(names[entry]), key, mine.value, status.domain)
 
     def kept_trust(self) -> dict[JobKey, frozenset[str]]:
         """The victims chosen per preemptor, for the next pass: those of nominations still recorded or going out."""
@@ -232,7 +253,7 @@ class PreemptionPass:
         theirs = self.priority(victim)
         if theirs is None or theirs.value >= priority:
             return
-        by = gang_name(preemptor)
+        by = self.written(preemptor, victim[0])
         message = f"preempted by {self.named(preemptor, victim[0])} (priority {priority}) to clear {domain}"
         now = self.now
         if victim in self.steps:
@@ -338,6 +359,7 @@ class PreemptionPass:
         if request is None:
             return None
         at, by = protection(record)
+        by = self._by_name(by)
         waiting_since = since.timestamp() if since is not None else None
         return Wanting(key, request, found.value, found.policy, by, at, shapes, found.checkpoint_wait_s, waiting_since)
 
@@ -410,7 +432,10 @@ class PreemptionPass:
     def _nominate(self, decision: Decision) -> None:
         key, plan = decision.preemptor, decision.plan
         status = nomination_status(plan, self.now)
+        chosen = frozenset(status.victims)
         names = ", ".join(self.named(victim_key(v), key[0]) for v in status.victims)
+        written = dict.fromkeys(self.written(victim_key(v), key[0]) for v in status.victims)  # a set on the API
+        status = status.model_copy(update={"victims": list(written)})
         message = (
             f"preempting {len(plan.victims)} lower-priority {'gang' if len(plan.victims) == 1 else 'gangs'} "
             f"({names}) to clear {plan.domain.name}: estimated bus bandwidth {plan.placement.busbw_gbps:.1f} GB/s "
@@ -426,7 +451,7 @@ class PreemptionPass:
         else:
             return
         self.decided[key] = plan.nomination
-        self.chosen[key] = frozenset(status.victims)
+        self.chosen[key] = chosen
 
 
 def _work_since(job: JobFacts, status: TrainingJobStatus) -> datetime | None:

@@ -64,6 +64,7 @@ class QueuedJob:
     planner: Callable[[Snapshot], Placement | Unplaceable] | None = None
     nominated: Placement | None = None  # GPUs the snapshot holds for it alone (a preemption's nomination)
     queue: str = ""  # the queue its starvation rule holds back: a Kueue ClusterQueue's, else "" (its namespace)
+    uid: str = ""  # how a message of another namespace names it (a ClusterQueue is shared by namespaces)
 
     @property
     def name(self) -> str:
@@ -145,7 +146,7 @@ def drain(
                     Outcome(
                         queued,
                         Unplaceable(
-                            f"waiting behind {head.name} (priority {head.priority}), "
+                            f"waiting behind {_named(head, queued.key[0])} (priority {head.priority}), "
                             f"queued {int((now - head.queued_since).total_seconds())}s"
                         ),
                     )
@@ -175,3 +176,8 @@ def drain(
         if on_outcome is not None:
             on_outcome(outcomes[-1])
     return outcomes, snapshot
+
+
+def _named(job: QueuedJob, reader: str) -> str:
+    """``job`` as a message of namespace ``reader`` names it: by name in its own namespace, else by UID only."""
+    return job.name if job.key[0] == reader else f"a job of another namespace (UID {job.uid or 'unknown'})"

@@ -262,6 +262,7 @@ class _PassState:
                         Request.from_spec(job.spec, name=job.name, gpu_choice=config.gpu_choice),
                         facts.avoid.get(key, frozenset()) | result.avoid_nodes,
                         queue=_queue_of(job, facts.view),
+                        uid=job.uid,
                     )
                 )
         if self.gangs is not None:

@@ -70,6 +70,7 @@ class GangSide:
     record_retention: float = DEFAULT_RETENTION_SECONDS  # a record of a gang with no owner, once its pods are gone
     planning_seconds: float = 1.0  # one gang's plan may take this long in a pass (``plan_gang``'s budget)
     placing: int = 0  # gangs whose new plans' writes are going out
+    headroom: int = 0  # ranks with no pod a gang of bare pods may be planned for where no quota limits GPUs
 
     def read(
         self,
@@ -78,9 +79,11 @@ class GangSide:
         place: Policy,
         gpu_choice: GpuChoice,
         claim_templates: Mapping[tuple[str, str], int | str] | None = None,
+        quota_room: Mapping[str, int] | None = None,
     ) -> GangInput:
         """The gangs as the watches show them now (pods refused are told once, as an Event on the pod);
-        ``claim_templates``: in DRA mode, each ResourceClaimTemplate's GPU count."""
+        ``claim_templates``: in DRA mode, each ResourceClaimTemplate's GPU count; ``quota_room``: each namespace's
+        room for more GPUs under its ResourceQuotas."""
         pods = [p for p in watches.pods.values() if self.watches_namespace(str(_meta(p).get("namespace", "")))]
         owners = Owners(
             podgroups=watches.pod_groups,
@@ -122,6 +125,8 @@ class GangSide:
             self.arrival_timeout,
             requester=lambda gang: preemptor_shapes(gang, tiers, gpu_choice),
             record_retention=self.record_retention,
+            quota_room=dict(quota_room or {}),
+            headroom=self.headroom,
         )
 
     def _freshest(self, watched: GangRecord) -> GangRecord:

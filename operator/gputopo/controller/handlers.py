@@ -232,6 +232,7 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, make_r
                             runtime.place,
                             config.gpu_choice,
                             watches.claim_template_gpus(),
+                            watches.quota_room(),
                         )
                         if gangs is not None
                         else None

@@ -104,6 +104,7 @@ class Runtime:
                 poke_soon=lambda: self.poke(urgent=False),
                 record_retention=self.settings.gang_record_retention_seconds,
                 planning_seconds=self.settings.gang_planning_seconds,
+                headroom=self.settings.gang_phantom_headroom_ranks,
             )
 
     @property

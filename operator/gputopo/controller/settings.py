@@ -86,6 +86,15 @@ class OperatorSettings(BaseSettings):
         description="Seconds one foreign gang's plan may take in a pass (checked between the engine's calls; the "
         "pass runs on the event loop): past it the gang is Unplaceable, saying so, and tried again the next pass.",
     )
+    gang_phantom_headroom_ranks: int = Field(
+        default=0,
+        ge=0,
+        le=8192,
+        description="A gang of bare pods (pods labelled gputopo.io/gang, a Kueue pod group) declares its own size; "
+        "it is planned only when its ranks with no pod yet fit what its namespace's ResourceQuotas still allow of "
+        "requests.nvidia.com/gpu, or, in a namespace with no quota on GPUs, when at most this many of its ranks have "
+        "no pod yet (0: every rank's pod must exist).",
+    )
     gang_record_retention_seconds: float = Field(
         default=600.0,
         ge=0,

@@ -20,6 +20,7 @@ from typing import Any
 from gputopo.api.group import GROUP, VERSION
 from gputopo.control.dra import ClaimFacts, DraView, SliceFacts, claim_facts, slice_facts
 from gputopo.control.facts import NodeFacts, PodGpusFacts, TopologyFacts, node_facts
+from gputopo.control.phantoms import QuotaRoom, quota_room, quota_room_of
 from gputopo.control.podgpus import pod_gpus_facts
 from gputopo.control.priority import PriorityClassFacts, priority_class_facts
 from gputopo.control.topologies import content_digest, topology_facts
@@ -79,6 +80,16 @@ class ClusterWatches:
             on_change=poke,
             rhythm=rhythm,
         )
+        # Read only: how many more GPUs each namespace's quota admits (a gang of bare pods holds no more).
+        self.quotas: Reflector[QuotaRoom] = Reflector(
+            client,
+            "ResourceQuotas",
+            "/api/v1/resourcequotas",
+            lambda _, obj, __: quota_room_of(obj),
+            on_change=poke,
+            rhythm=rhythm,
+            namespaced=True,
+        )
         self.slices: Reflector[SliceFacts] | None = None
         self.claims: Reflector[ClaimFacts] | None = None
         self.claim_templates: Reflector[int | str] | None = None
@@ -117,6 +128,10 @@ class ClusterWatches:
             return None
         claims = {(c.namespace, c.name): c for c in self.claims.items.values()}
         return DraView(dict(self.slices.items), claims)
+
+    def quota_room(self) -> dict[str, int]:
+        """Each namespace's room for more GPUs under its ResourceQuotas (absent: no quota on GPUs)."""
+        return quota_room(self.quotas.items.values())
 
     def claim_template_gpus(self) -> dict[tuple[str, str], int | str] | None:
         """Each ResourceClaimTemplate's GPU count (or why it has none) by (namespace, name); None when not
@@ -167,6 +182,7 @@ class ClusterWatches:
     async def __aenter__(self) -> ClusterWatches:
         """Start the watches and return once each has listed its kind once."""
         reflectors: list[Reflector[Any]] = [self.nodes, self.topologies, self.pod_gpus, self.priority_classes]
+        reflectors.append(self.quotas)
         reflectors += [r for r in (self.slices, self.claims, self.claim_templates) if r is not None]
         self._tasks = [asyncio.create_task(r.run(), name=f"watch {r.kind}") for r in reflectors]
         await asyncio.gather(*(r.synced.wait() for r in reflectors))

@@ -85,3 +85,14 @@ def test_a_job_that_fits_the_empty_cluster_still_heads_its_queue() -> None:
     outcomes, _ = drain(half_used(), jobs, place, at(NOW), Limits(starvation_seconds=300))
     assert "waiting behind big" in str(_result(outcomes, "small"))
     assert not str(_result(outcomes, "big")).startswith(NEVER_FITS)
+
+
+def test_a_job_waiting_behind_another_namespaces_head_of_a_shared_cluster_queue_is_told_its_uid_only() -> None:
+    head = job("a", "big", 8, 100, LONG_AGO, queue="clusterqueue/shared")
+    jobs = [QueuedJob(head.key, head.priority, head.queued_since, head.request, queue=head.queue, uid="7f3c-0a1e")]
+    jobs += [job("b", "other", 2, 0, 10, queue="clusterqueue/shared"), job("a", "mine", 2, 0, 11)]
+    jobs[-1] = QueuedJob(jobs[-1].key, 0, at(11), jobs[-1].request, queue="clusterqueue/shared")
+    outcomes, _ = drain(half_used(), jobs, place, at(NOW), Limits(starvation_seconds=300))
+    theirs, mine = str(_result(outcomes, "other")), str(_result(outcomes, "mine"))
+    assert "waiting behind a job of another namespace (UID 7f3c-0a1e)" in theirs and " big " not in theirs
+    assert "waiting behind big" in mine

@@ -231,7 +231,7 @@ def test_a_foreign_gang_of_a_patient_class_waits_pending_once_then_preempts() ->
 
     then = step([low], pods, v, now=1200.0, gangs=replace(given, records={KEY: record}))
     after = recorded(then)
-    assert after.nomination is not None and after.nomination.victims == ["default/low"]
+    assert after.nomination is not None and after.nomination.victims == ["uid:uid-low"]
     # Made at 0 instead, its wait (300 s) is over by 1000: it preempts at once.
     old = foreign_gang(member(0), member(1), priority=1000, owner=OWNER)
     given = _gang_input(old, None)
@@ -251,7 +251,7 @@ def test_a_training_job_waits_for_a_foreign_gangs_declared_checkpoint() -> None:
     assert result.nominated == {} and result.wake_at == at(1210)
     assert placed_condition(result, big).reason == "WaitingForCheckpoint"
     high = read_back(big, step([big], [], v, now=1210.0, gangs=given))
-    assert high.status.nomination is not None and high.status.nomination.victims == ["team/job/train"]
+    assert high.status.nomination is not None and high.status.nomination.victims == ["uid:rec-uid"]
     ended = step([high], [], v, now=1211.0, gangs=given)
     assert [e.victim for e in ended.preempted] == [KEY]
     assert ended.preempted[0].gpu_hours_lost == pytest.approx(16 * 1 / 3600)

@@ -337,13 +337,13 @@ def test_a_foreign_gang_victim_is_evicted_whole_and_waits_preempted() -> None:
     big = tj("high", "prod", workers=2)
     first = step([big], [], two_node_view(), gangs=_gang_input(g, record))
     high = read_back(big, first)
-    assert high.status.nomination is not None and high.status.nomination.victims == ["team/job/train"]
+    assert high.status.nomination is not None and high.status.nomination.victims == ["uid:rec-uid"]
     result = step([high], [], two_node_view(), now=1001.0, gangs=_gang_input(g, record))
     evicted = next(a for a in result.gang_actions if a.key == KEY)
     assert sorted(e.name for e in evicted.evictions) == ["train-0-x0", "train-1-x1"]
     after = recorded(result)
     assert after.phase == "Preempted" and after.ranks == () and after.restarts == 0
-    assert after.preemption is not None and after.preemption.preempted_by == ["default/high"]
+    assert after.preemption is not None and after.preemption.preempted_by == ["uid:uid-high"]
     assert any(e.reason == "GangPreempted" for _, e in evicted.events)
     assert [(e.victim, e.source) for e in result.preempted] == [(KEY, "job")]
 
@@ -394,7 +394,7 @@ def test_a_foreign_gang_preempts_a_lower_priority_training_job() -> None:
     pending = foreign_gang(member(0), member(1), priority=1000, owner=OWNER)
     result = step([low], pods, v, gangs=_gang_input(pending, None))
     after = recorded(result)
-    assert after.nomination is not None and after.nomination.victims == ["default/low"]
+    assert after.nomination is not None and after.nomination.victims == ["uid:uid-low"]
     assert any(e.reason == "Preempting" for _, e in next(a for a in result.gang_actions if a.key == KEY).events)
 
 
@@ -441,7 +441,7 @@ def test_a_gang_preemptor_whose_victims_still_run_waits_pending_and_quiet() -> N
     v = replace(v, pods=tuple(terminating))
     result = step([low], terminating, v, now=1001.0, gangs=_gang_input(pending, first, _plan_gang))
     after = recorded(result)
-    assert after.phase == "Pending" and after.message.startswith("waiting for default/low to end")
+    assert after.phase == "Pending" and after.message.startswith("waiting for uid:uid-low to end")
     assert after.nomination == first.nomination
     assert not [
         e for _, e in next(a for a in result.gang_actions if a.key == KEY).events if e.reason == "GangUnplaceable"
@@ -460,7 +460,7 @@ def through_the_nomination(
     """The pending gang preempts the research job ``low`` (its one victim) and is nominated; a pass while the victim's
     pods terminate keeps the nomination; once they are gone it is planned. Its first record and its planned one."""
     first = recorded(step([low], pods, v, gangs=_gang_input(pending, None, _plan_gang)))
-    assert first.nomination is not None and first.nomination.victims == ["default/low"]
+    assert first.nomination is not None and first.nomination.victims == ["uid:uid-low"]
     terminating = [replace(p, deleting=True) for p in pods]
     waiting = recorded(
         step(

@@ -26,6 +26,7 @@ from test_preemption_pass import (
 
 from gputopo.api.conditions import PREEMPTED
 from gputopo.api.preemption import NodeGpus, NominationStatus
+from gputopo.api.trainingjob import TrainingJobStatus
 from gputopo.control.admission import AdmissionAnswer, admission_signature
 from gputopo.control.preemptions import PreemptionSettings, may_preempt
 from gputopo.control.priority import PriorityClassFacts, job_priority, priority_class_facts
@@ -225,3 +226,39 @@ def test_a_forged_nomination_holds_no_gpus() -> None:
     first_in_line = tj("older", "research")  # created before the forger: first in the queue
     result = step([forger, first_in_line], [], view())
     assert [p["metadata"]["name"] for a in result.actions if a.job[1] == "older" for p in a.pods] == ["older-0"]
+
+
+def test_a_nomination_and_preempted_by_name_a_gang_of_another_namespace_by_uid_and_still_are_carried_out() -> None:
+    """A gang of namespace team preempts a TrainingJob of namespace default: the gang's nomination lists its victim
+    as ``uid:<UID>``, the victim's ``preemptedBy`` lists the gang so too, and the operator, which chose that
+    victim, still carries the nomination out."""
+    low, pods, v = _low_on_two_nodes()
+    pending = foreign_gang(member(0), member(1), priority=1000)
+    record = recorded(step([low], pods, v, gangs=_gang_input(pending, None)))
+    assert record.nomination is not None and record.nomination.victims == [f"uid:{low.uid}"]
+    result = step([low], pods, v, now=1001.0, gangs=_gang_input(pending, record))
+    theirs = next(a for a in result.actions if a.job == LOW)
+    assert theirs.deletions  # carried out
+    assert theirs.status is not None and theirs.status.preemption is not None
+    by = theirs.status.preemption.preempted_by
+    assert len(by) == 1 and by[0].startswith("uid:") and "team" not in by[0]
+
+
+@pytest.mark.parametrize("victim", ["uid:{uid}", "uid:someone-else"], ids=["uid-of-a-running-job", "unknown-uid"])
+def test_a_forged_nomination_naming_a_uid_ends_nobody(victim: str) -> None:
+    low, pods = low_running()
+    mine = tj("high", "research")
+    nomination = forged([victim.format(uid=low.uid)])
+    mine = replace(mine, status=mine.status.model_copy(update={"nomination": nomination}))
+    result = step([low, mine], pods, view(*pods))
+    assert not any(a.job == LOW and a.deletions for a in result.actions)
+    written = next(a.status for a in result.actions if a.job == HIGH and a.status is not None)
+    assert written.nomination is None
+
+
+def test_a_gang_never_preempts_one_that_preempted_it_named_by_uid() -> None:
+    low, pods = low_running()
+    high = tj("high", "prod")
+    lately = {"preemption": {"preemptedBy": [f"uid:{low.uid}"]}}
+    high = replace(high, status=TrainingJobStatus.model_validate(lately))
+    assert step([low, high], pods, view(*pods)).nominated == {}
