@@ -161,7 +161,9 @@ class Tenancy:
         for ns in (TEAM, TENANT):
             for kind in ("trainingjobs", "jobs", "jobsets", "leaderworkersets", "pytorchjobs", "pods"):
                 self.sandbox.kubectl("delete", kind, "--all", "-n", ns, "--wait=false", "--grace-period=0", check=False)
-        self.wait("namespaces emptied of pods", lambda: not self.get("pods", TEAM) and not self.get("pods", TENANT))
+        self.wait(
+            "namespaces emptied of pods", lambda: not self.get("pods", TEAM) and not self.get("pods", TENANT), 120
+        )
         for ns in (TEAM, TENANT):
             self.sandbox.kubectl("delete", "gangplacements", "--all", "-n", ns, "--wait=false", check=False)
 
