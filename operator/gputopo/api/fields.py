@@ -10,6 +10,7 @@ field; ``shown`` quotes a bad value short enough for an Event.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Final
 
 from gputopo.errors import GputopoError
@@ -19,6 +20,7 @@ __all__ = [
     "MAX_WHOLE",
     "FieldError",
     "failure",
+    "parse_time",
     "read_whole",
     "shown",
     "whole_number",
@@ -97,3 +99,16 @@ def read_whole(value: object, field: str, *, least: int = 0, most: int = MAX_WHO
     if number is None or number < least:
         raise FieldError(field, f"{shown(value)} is not a whole number from {least} to {most}")
     return number
+
+
+def parse_time(value: object) -> datetime | None:
+    """An API timestamp (RFC 3339, or a datetime) in UTC; None for anything else."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)

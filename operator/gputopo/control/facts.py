@@ -9,12 +9,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, NewType
 
 from pydantic import ValidationError
 
-from gputopo.api.fields import whole_number, whole_numbers
+from gputopo.api.fields import parse_time, whole_number, whole_numbers
 from gputopo.api.gangplacement import MAX_GPU_INDEX
 from gputopo.api.gpus import GpuCountError, pod_gpus
 from gputopo.api.group import (
@@ -51,18 +51,6 @@ __all__ = [
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's LocalQueue label (``kueue_quota`` says what it means)
 
 JobKey = NewType("JobKey", tuple[str, str])  # (namespace, name): a TrainingJob's id
-
-
-def parse_time(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
 
 
 def parse_gpus(text: Any) -> tuple[int, ...] | None:

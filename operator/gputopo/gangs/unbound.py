@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
+
+from gputopo.api.fields import parse_time
 
 __all__ = ["GROUP_CONDITIONS", "SCHEDULING_GATED", "UNSCHEDULABLE", "Refusal", "give_up_at", "group_refusal", "refusal"]
 
@@ -45,18 +47,6 @@ class Refusal:
         return f"{self.reason}: {message}" if message else self.reason
 
 
-def _time(value: object) -> datetime | None:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if not isinstance(value, str):
-        return None
-    try:
-        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
-
-
 def _conditions(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     status = body.get("status")
     found = status.get("conditions") if isinstance(status, Mapping) else None
@@ -68,7 +58,7 @@ def _read(condition: Mapping[str, Any], default_reason: str) -> Refusal:
     return Refusal(
         reason if isinstance(reason, str) and reason else default_reason,
         message if isinstance(message, str) else "",
-        _time(condition.get("lastTransitionTime")),
+        parse_time(condition.get("lastTransitionTime")),
     )
 
 
