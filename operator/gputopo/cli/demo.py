@@ -17,6 +17,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from gputopo.control.facts import JobFacts
 from gputopo.sandbox import DEFAULT_NAME, Sandbox, SandboxError
 from gputopo.sandbox.admission import enable_gating
 from gputopo.sandbox.faults import link_fault
@@ -307,8 +308,12 @@ def _preempt(box: Sandbox, manifest: Path, timeout: float) -> None:
     console.print(f"[red]{name} did not run within {timeout:.0f} s[/]; see the operator log")
 
 
+def _gpus(job: JobFacts) -> tuple[int, str]:
+    return ((job.spec.workers * job.spec.gpus_per_worker) if job.spec is not None else 0, job.name)
+
+
 def _explain_pending(box: Sandbox) -> None:
-    """`kubectl gputopo explain` on the demo's first pending job, and where the live map is served."""
+    """`kubectl gputopo explain` on the demo's first pending job (else its widest), and where the live map is served."""
     from gputopo.cli.kubectl import find
     from gputopo.cli.live import read_live
     from gputopo.kube.errors import KubeError
@@ -318,13 +323,16 @@ def _explain_pending(box: Sandbox) -> None:
     except KubeError as error:
         console.print(f"[yellow]cannot read the sandbox for `kubectl gputopo explain`: {error}[/]")
         return
-    waiting = [j for j in read.cluster.jobs if j.namespace == NAMESPACE and find(read, j.name, NAMESPACE).pending]
-    if waiting:
-        console.rule(f"[bold]kubectl gputopo explain {waiting[0].name} -n {NAMESPACE}")
-        for line in find(read, waiting[0].name, NAMESPACE).lines():
-            console.print(line, markup=False, highlight=False)
+    ours = [j for j in read.cluster.jobs if j.namespace == NAMESPACE]
+    waiting = [j for j in ours if find(read, j.name, NAMESPACE).pending]
+    # With nothing pending, the widest running job: where it sits, its bus bandwidth, bottleneck and links.
+    shown = waiting[0] if waiting else max(ours, key=_gpus, default=None)
+    if shown is None:
+        console.print("no job of the demo to explain: `kubectl gputopo explain <job> -n demo`")
     else:
-        console.print("no job of the demo is pending: `kubectl gputopo explain <job> -n demo` says where one runs")
+        console.rule(f"[bold]kubectl gputopo explain {shown.name} -n {NAMESPACE}")
+        for line in find(read, shown.name, NAMESPACE).lines():
+            console.print(line, markup=False, highlight=False)
     console.print(f"map:     gputopo ui --kubeconfig {box.kubeconfig}  ->  http://127.0.0.1:8642/")
 
 
