@@ -15,6 +15,7 @@ from gputopo.control.explain.reasons import PendingReason, gang_reason, job_reas
 from gputopo.control.explain.shortfall import domain_shortfalls
 from gputopo.control.facts import JobFacts
 from gputopo.control.gangrecords import GangRecord
+from gputopo.control.queue import NEVER_FITS
 from gputopo.placement import Placement, Request, place
 from gputopo.placement.template import TemplateError
 
@@ -89,6 +90,12 @@ class Explanation:
         return out
 
 
+def _gist(message: str) -> str:
+    """A reason's words without its counts, and without the queue's "cannot fit even the empty cluster" lead, which
+    the engine's words on the cluster as listed now do not carry."""
+    return message.removeprefix(f"{NEVER_FITS}: ").split(";")[0]
+
+
 def _sorted(reasons: list[Reason]) -> list[Reason]:
     """Ranked, first to fix first; two words of one reason (the operator's, and the engine's on the cluster as
     listed now) are one reason, the operator's first."""
@@ -97,7 +104,7 @@ def _sorted(reasons: list[Reason]) -> list[Reason]:
         before = merged.get(r.reason)
         if before is None:
             merged[r.reason] = r
-        elif r.message.split(";")[0] != before.message.split(";")[0]:  # not the same words with other counts
+        elif _gist(r.message) != _gist(before.message):  # not the same words with other counts
             merged[r.reason] = Reason(r.reason, f"{before.message}; now: {r.message}")
     return sorted(merged.values(), key=lambda r: rank_of(r.reason))
 

@@ -111,6 +111,12 @@ MERGED = [
         "needs 2 nodes with 8 free GPUs under one tier-0 switch; the largest such domain has 2 (x)",
     ),
     (
+        "cannot-fit-the-empty-cluster-and-same-words",
+        "cannot fit even the empty cluster: needs 2 nodes with 8 free GPUs under one tier-0 switch; the largest such "
+        "domain has 2 (x)",
+        "cannot fit even the empty cluster: needs 2 nodes with 8 free GPUs under one tier-0 switch",
+    ),
+    (
         "other-words",
         "needs more",
         "needs more; now: needs 2 nodes with 8 free GPUs under one tier-0 switch; the "
