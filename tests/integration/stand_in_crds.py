@@ -3,6 +3,9 @@ the same group, version and kind, keeping whatever spec and status they are give
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -28,3 +31,19 @@ def crd(group: str, version: str, plural: str, kind: str) -> dict[str, Any]:
             ],
         },
     }
+
+
+@contextmanager
+def installed(kubectl: Callable[..., Any], crds: Sequence[dict[str, Any]]) -> Iterator[None]:
+    """The CRDs applied and Established for the block, then deleted (without waiting: the next module waits)."""
+    for c in crds:  # one another module deleted may still be going
+        kubectl("wait", "--for=delete", f"crd/{c['metadata']['name']}", "--timeout=60s", check=False)
+    kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(crds)}))
+    kubectl(
+        "wait", "--for", "condition=Established", "--timeout", "60s", *[f"crd/{c['metadata']['name']}" for c in crds]
+    )
+    try:
+        yield
+    finally:
+        for c in crds:
+            kubectl("delete", "crd", c["metadata"]["name"], "--wait=false", check=False)

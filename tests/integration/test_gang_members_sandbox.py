@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from stand_in_crds import crd
+from stand_in_crds import crd, installed
 
 from gputopo.sandbox.harness import OperatorProcess, namespaced_operator, wait_for
 from gputopo.sandbox.testing import SandboxHandle
@@ -34,17 +34,13 @@ OWNER_CRDS = (
 @pytest.fixture(scope="module")
 def operator(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     crds = [crd(group, version, plural, kind) for group, version, kind, plural in OWNER_CRDS]
-    for c in crds:  # one another module deleted may still be going
-        sandbox.kubectl("wait", "--for=delete", f"crd/{c['metadata']['name']}", "--timeout=60s", check=False)
-    sandbox.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": crds}))
-    names = [f"crd/{c['metadata']['name']}" for c in crds]
-    sandbox.kubectl("wait", "--for", "condition=Established", "--timeout", "60s", *names)
     log_file = tmp_path_factory.mktemp("gang-members") / "operator.log"
     settings = {"GPUTOPO_GANG_ARRIVAL_TIMEOUT_SECONDS": str(ARRIVAL), "GPUTOPO_UNSCHEDULABLE_TIMEOUT_SECONDS": "20"}
-    with namespaced_operator(sandbox.kubectl, sandbox.kubeconfig, log_file, NS, settings) as proc:
+    with (
+        installed(sandbox.kubectl, crds),
+        namespaced_operator(sandbox.kubectl, sandbox.kubeconfig, log_file, NS, settings) as proc,
+    ):
         yield proc
-    for c in crds:
-        sandbox.kubectl("delete", "crd", c["metadata"]["name"], "--wait=false", check=False)
 
 
 class Cluster:

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from stand_in_crds import crd
+from stand_in_crds import crd, installed
 
 from gputopo.sandbox.faults import link_fault
 from gputopo.sandbox.harness import Jobs, OperatorProcess, namespaced_operator, priority_classes, training_job, wait_for
@@ -36,12 +36,6 @@ OWNER_CRDS = (
 @pytest.fixture(scope="module")
 def operator(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     crds = [crd(group, version, plural, kind) for group, version, kind, plural in OWNER_CRDS]
-    for c in crds:  # one another module deleted may still be going
-        sandbox.kubectl("wait", "--for=delete", f"crd/{c['metadata']['name']}", "--timeout=60s", check=False)
-    sandbox.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": crds}))
-    for _, _, _, plural in OWNER_CRDS:
-        names = [f"crd/{c['metadata']['name']}" for c in crds if c["spec"]["names"]["plural"] == plural]
-        sandbox.kubectl("wait", "--for", "condition=Established", "--timeout", "60s", *names)
     log_file = tmp_path_factory.mktemp("gangs") / "operator.log"
     settings = {
         "GPUTOPO_GANG_ARRIVAL_TIMEOUT_SECONDS": "12",
@@ -50,10 +44,11 @@ def operator(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -
         "GPUTOPO_QUARANTINE_SECONDS": "30",
         "GPUTOPO_UNSCHEDULABLE_TIMEOUT_SECONDS": "20",
     }
-    with namespaced_operator(sandbox.kubectl, sandbox.kubeconfig, log_file, NS, settings) as proc:
+    with (
+        installed(sandbox.kubectl, crds),
+        namespaced_operator(sandbox.kubectl, sandbox.kubeconfig, log_file, NS, settings) as proc,
+    ):
         yield proc
-    for c in crds:
-        sandbox.kubectl("delete", "crd", c["metadata"]["name"], "--wait=false", check=False)
 
 
 class Cluster:

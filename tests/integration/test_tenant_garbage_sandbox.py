@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from stand_in_crds import crd
+from stand_in_crds import crd, installed
 
 from gputopo.sandbox.admission import enable_gating
 from gputopo.sandbox.garbage import GATE, OWNER_KINDS, garbage_owners, garbage_pods
@@ -49,12 +49,11 @@ def _owner_crds() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def operator(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    crds = _owner_crds()
-    for c in crds:  # one another module deleted may still be going
-        sandbox.kubectl("wait", "--for=delete", f"crd/{c['metadata']['name']}", "--timeout=60s", check=False)
-    sandbox.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": crds}))
-    names = [f"crd/{c['metadata']['name']}" for c in crds]
-    sandbox.kubectl("wait", "--for", "condition=Established", "--timeout", "60s", *names)
+    with installed(sandbox.kubectl, _owner_crds()):
+        yield from _operator(sandbox, tmp_path_factory)
+
+
+def _operator(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     for ns in (TEAM, TENANT):
         sandbox.kubectl("create", "namespace", ns, check=False)
         enable_gating(sandbox.kubectl, ns)
@@ -77,8 +76,6 @@ def operator(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -
     for ns in (TEAM, TENANT):
         sandbox.kubectl("delete", "namespace", ns, "--wait=false", check=False)
     proc.stop()
-    for c in crds:
-        sandbox.kubectl("delete", "crd", c["metadata"]["name"], "--wait=false", check=False)
 
 
 class Tenancy:
